@@ -1,0 +1,84 @@
+"""Streams, their schemas and the statistics the cost model needs (arrival rate, distinct groups,
+predicate selectivities), read from a TOML catalog such as ``queries/catalog.toml``."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from optimizer.errors import CatalogError
+from optimizer.expressions import predicate_key
+
+
+def column_set_key(columns) -> frozenset[str]:
+    """Distinct counts are keyed by an unordered set of column names."""
+    if isinstance(columns, str):
+        columns = [c.strip() for c in columns.split(",")]
+    return frozenset(c for c in columns if c)
+
+
+@dataclass(frozen=True)
+class Stream:
+    name: str
+    time_column: str
+    columns: dict[str, str]  # name -> SQL type, in schema order
+    rate: float  # tuples per second
+    distinct: dict[frozenset[str], float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Catalog:
+    streams: dict[str, Stream]
+    # Selectivity of a predicate, keyed by its normalised SQL text (see frontend.predicate_key).
+    selectivity: dict[str, float]
+    source: str = "<memory>"
+
+    def stream(self, name: str) -> Stream | None:
+        return self.streams.get(name.lower())
+
+    def with_total_rate(self, streams: list[str], total: float) -> Catalog:
+        """Scale the rates of ``streams`` so that they add up to ``total``, keeping their shares."""
+        current = sum(self.streams[s].rate for s in streams)
+        if current <= 0:
+            raise CatalogError("the catalog gives the query's streams no positive rate to scale")
+        factor = total / current
+        scaled = dict(self.streams)
+        for s in streams:
+            old = self.streams[s]
+            scaled[s] = Stream(old.name, old.time_column, old.columns, old.rate * factor, old.distinct)
+        return Catalog(scaled, self.selectivity, self.source)
+
+
+def load_catalog(path: str | Path) -> Catalog:
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise CatalogError(f"catalog {path} not found: pass --catalog or set TANDEM_CATALOG") from None
+    except tomllib.TOMLDecodeError as err:
+        raise CatalogError(f"catalog {path} is not valid TOML: {err}") from None
+    return parse_catalog(raw, str(path))
+
+
+def parse_catalog(raw: dict, source: str = "<memory>") -> Catalog:
+    streams = {}
+    for name, spec in raw.get("streams", {}).items():
+        try:
+            columns = {str(c).lower(): str(t).upper() for c, t in spec["columns"].items()}
+            time_column = str(spec.get("time_column", "ts")).lower()
+            rate = float(spec["rate"])
+        except (KeyError, TypeError, ValueError) as err:
+            raise CatalogError(f"{source}: stream {name!r} needs columns and rate ({err})") from None
+        if time_column not in columns:
+            raise CatalogError(f"{source}: stream {name!r} has no time column {time_column!r}")
+        distinct = {column_set_key(k.lower()): float(v) for k, v in spec.get("distinct", {}).items()}
+        streams[name.lower()] = Stream(name.lower(), time_column, columns, rate, distinct)
+    selectivity = {}
+    for text, value in raw.get("selectivity", {}).items():
+        if not 0 <= float(value) <= 1:
+            raise CatalogError(f"{source}: selectivity of {text!r} must lie in [0, 1]")
+        selectivity[predicate_key(text)] = float(value)
+    if not streams:
+        raise CatalogError(f"{source}: no [streams.*] tables")
+    return Catalog(streams, selectivity, source)

@@ -1,0 +1,240 @@
+"""Ji's cost model (Eq. 6.4-6.6, Definition 6.1) with Zhu's state-memory estimate (Eq. 4.3-4.5).
+
+Every physical operator gets its source-driven input processing cost u (Eq. 6.4): the seconds of
+work that one second of source arrivals causes it. A DSPS-op's u depends on that operator alone.
+A DB-op's u is transfer in + SQL evaluation + transfer out of the whole fragment, which is not
+the sum of the costs of its parts (Ji's non-additivity).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from optimizer.logical import Aggregate, Join, Node, Project, Select, Window, signature
+from optimizer.profile import Profile
+from optimizer.statistics import Statistics
+
+SPARK, DUCKDB = "spark", "duckdb"
+
+
+@dataclass(frozen=True)
+class OperatorCost:
+    u: float  # Eq. 6.4
+    memory: float  # bytes of state held
+
+
+@dataclass(frozen=True)
+class PlanCost:
+    bottleneck: float  # C_b, Eq. 6.5
+    utilization: float  # C_u, Eq. 6.6
+    memory: float  # bytes of state, Zhu Eq. 4.3/4.5
+
+    def add(self, op: OperatorCost) -> PlanCost:
+        return PlanCost(max(self.bottleneck, op.u), self.utilization + op.u, self.memory + op.memory)
+
+    def combine(self, other: PlanCost) -> PlanCost:
+        return PlanCost(max(self.bottleneck, other.bottleneck),
+                        self.utilization + other.utilization, self.memory + other.memory)
+
+
+ZERO = PlanCost(0.0, 0.0, 0.0)
+
+
+@dataclass(frozen=True)
+class Objective:
+    """How plans are compared: Definition 6.1, optionally with a memory budget, or by C_u alone
+    for the ablation of Sec. 6.4.3."""
+
+    feasibility: bool = True
+    memory_budget: float | None = None  # bytes
+
+    def effective_bottleneck(self, cost: PlanCost) -> float:
+        # Memory grows with the rate as the load does, so a plan over budget by x behaves like
+        # a bottleneck of x: it is infeasible, and less so the closer it is to the budget.
+        if self.memory_budget is None:
+            return cost.bottleneck
+        return max(cost.bottleneck, cost.memory / self.memory_budget)
+
+    def feasible(self, cost: PlanCost) -> bool:
+        return self.effective_bottleneck(cost) <= 1
+
+    def rank(self, cost: PlanCost) -> tuple:
+        """A key whose order is Definition 6.1: feasible plans first (condition 1), feasible
+        plans by C_u (condition 2), infeasible plans by C_b (condition 3)."""
+        if not self.feasibility:
+            return (cost.utilization,)
+        b = self.effective_bottleneck(cost)
+        return (0, cost.utilization) if b <= 1 else (1, b)
+
+    def dominates(self, a: PlanCost, b: PlanCost) -> bool:
+        """a is at least as good as b under every extension (Ji Sec. 6.3.4; with a memory budget
+        the extension adds the same memory to both, so memory must be no worse as well)."""
+        if self.rank(a) > self.rank(b):
+            return False
+        return self.memory_budget is None or not self.feasibility or a.memory <= b.memory
+
+
+def better(a: PlanCost, b: PlanCost) -> bool:
+    """Definition 6.1: is a plan of cost a at least as good as one of cost b?"""
+    if a.bottleneck <= 1 < b.bottleneck:  # condition 1
+        return True
+    if a.bottleneck <= 1 and b.bottleneck <= 1:  # condition 2
+        return a.utilization <= b.utilization
+    return 1 < a.bottleneck <= b.bottleneck  # condition 3
+
+
+class CostModel:
+    """Unit costs of the operators of one logical plan at one arrival rate."""
+
+    def __init__(self, stats: Statistics, profile: Profile, span: float | None = None):
+        self.stats = stats
+        self.profile = profile
+        self.span = span or profile.micro_batch_seconds  # event time per micro-batch
+        self._dsps: dict[Node, OperatorCost] = {}
+        self._db: dict[tuple[frozenset, bool], OperatorCost] = {}
+        self._work: dict[Node, float] = {}
+        self._signature: dict[Node, str] = {}
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _c(self, engine: str, function: str, name: str) -> float:
+        return self.profile.coef(engine, function, name)
+
+    def _bytes(self, engine: str, node: Node) -> float:
+        return (self.profile.get(engine, "memory", "bytes_per_tuple")
+                + self.profile.get(engine, "memory", "bytes_per_value") * len(node.columns))
+
+    def _per_batch(self, engine: str, function: str) -> float:
+        return self.profile.get(engine, function, "per_call") / self.span
+
+    @staticmethod
+    def windows_per_tuple(node: Node) -> float:
+        """Window instances one input row belongs to: W/beta for rows of a windowed stream, 1 once
+        rows are tagged with their window_end."""
+        if node.instantiated:
+            return 1.0
+        while not isinstance(node, Window):
+            node = node.inputs[0]
+        return node.windows_per_tuple
+
+    # -- DSPS-ops (Eq. 6.4) -----------------------------------------------------------------
+
+    def dsps(self, node: Node) -> OperatorCost:
+        found = self._dsps.get(node)
+        if found is None:
+            found = self._dsps[node] = self._dsps_cost(node)
+        return found
+
+    def _dsps_cost(self, node: Node) -> OperatorCost:
+        st = self.stats
+        if isinstance(node, (Select, Project)):
+            lam = st[node.input].lambda_out
+            return OperatorCost(lam * self._c(SPARK, node.kind, "per_tuple"), 0.0)
+        if isinstance(node, Aggregate):
+            child = st[node.input]
+            k = self.windows_per_tuple(node.input)
+            groups = st.groups(node)
+            if node.incremental:
+                # Constant unit cost: each tuple updates k partial aggregates.
+                c = self._c(SPARK, "aggregate", "per_tuple") + k * self._c(
+                    SPARK, "aggregate", "per_window_instance")
+                u = child.lambda_out * c + self._per_batch(SPARK, "aggregate")
+                return OperatorCost(u, groups * k * self._bytes(SPARK, node))
+            # c(|w|) = a + b * n_slide * |w| / lambda: each slide rescans the window.
+            u = (child.lambda_out * self._c(SPARK, "holistic", "per_tuple")
+                 + child.n_slide * child.cardinality * self._c(SPARK, "holistic", "per_window_tuple")
+                 + self._per_batch(SPARK, "holistic"))
+            return OperatorCost(u, child.cardinality * self._bytes(SPARK, node.input))
+        if isinstance(node, Join):
+            left, right = st[node.left], st[node.right]
+            a = self._c(SPARK, "join", "per_tuple")
+            if node.keys:  # symmetric hash join: probe, then each match (KNV03)
+                f = st.selectivity(node)
+                per_l = a + self._c(SPARK, "join", "per_match") * f * right.cardinality
+                per_r = a + self._c(SPARK, "join", "per_match") * f * left.cardinality
+            else:  # nested loops: compare with every tuple of the other window (KNV03)
+                per_l = a + self._c(SPARK, "join", "per_comparison") * right.cardinality
+                per_r = a + self._c(SPARK, "join", "per_comparison") * left.cardinality
+            u = left.lambda_out * per_l + right.lambda_out * per_r + self._per_batch(SPARK, "join")
+            # Zhu Eq. 4.3: a join holds one window state per input (4.5 when an input is a join).
+            memory = (left.cardinality * self._bytes(SPARK, node.left)
+                      + right.cardinality * self._bytes(SPARK, node.right))
+            return OperatorCost(u, memory)
+        raise TypeError(f"{node.kind} is not a DSPS-op")
+
+    # -- DB-ops -----------------------------------------------------------------------------
+
+    def db(self, members: frozenset[Node], root: Node, to_sink: bool = False) -> OperatorCost:
+        """A DB-op: the connected R2R fragment ``members`` (whose output is ``root``'s) evaluated
+        as one SQL query in DuckDB. ``to_sink``: its result stays in DuckDB, in the results
+        table, instead of returning to Spark."""
+        key = (members, to_sink)
+        found = self._db.get(key)
+        if found is None:
+            found = self._db[key] = self._db_cost(members, root, to_sink)
+        return found
+
+    def db_inputs(self, members: frozenset[Node]) -> list[Node]:
+        """The distinct relations a DB-op reads from Spark; two copies of one CTE move once."""
+        seen: dict[str, Node] = {}
+        for m in members:
+            for child in m.inputs:
+                if child not in members:
+                    key = self._signature.get(child)
+                    if key is None:
+                        key = self._signature[child] = signature(child)
+                    seen.setdefault(key, child)
+        return list(seen.values())
+
+    def _db_cost(self, members: frozenset[Node], root: Node, to_sink: bool) -> OperatorCost:
+        st = self.stats
+        inputs = self.db_inputs(members)
+        transfer_in = sum(st[i].lambda_out for i in inputs) * self._c(DUCKDB, "transfer_in", "per_tuple") \
+            + len(inputs) * self._per_batch(DUCKDB, "transfer_in")
+        evaluation = self._c(DUCKDB, "query", "per_call") + sum(self._db_work(m) for m in members)
+        out = st[root]
+        transfer_out = 0.0 if to_sink else (
+            out.lambda_out * self._c(DUCKDB, "transfer_out", "per_tuple")
+            + out.n_slide * self._c(DUCKDB, "transfer_out", "per_call"))
+        u = transfer_in + out.n_slide * evaluation + transfer_out
+        memory = sum(st[i].cardinality * self._bytes(DUCKDB, i) for i in inputs)
+        return OperatorCost(u, memory)
+
+    def _db_work(self, node: Node) -> float:
+        found = self._work.get(node)
+        if found is None:
+            found = self._work[node] = self._db_work_of(node)
+        return found
+
+    def _db_work_of(self, node: Node) -> float:
+        """Seconds one evaluation of the DB-op spends on ``node``: linear in the cardinalities of
+        its instantaneous input windows (DuckDB recomputes the fragment for each window_end)."""
+        st = self.stats
+        if isinstance(node, (Select, Project)):
+            return st[node.input].cardinality * self._c(DUCKDB, node.kind, "per_window_tuple")
+        if isinstance(node, Aggregate):
+            function = "aggregate" if node.incremental else "holistic"
+            return st[node.input].cardinality * self._c(DUCKDB, function, "per_window_tuple")
+        if isinstance(node, Join):
+            left, right = st[node.left].cardinality, st[node.right].cardinality
+            if node.keys:
+                return ((left + right) * self._c(DUCKDB, "join", "per_window_tuple")
+                        + st[node].cardinality * self._c(DUCKDB, "join", "per_match"))
+            return left * right * self._c(DUCKDB, "join", "per_comparison")
+        raise TypeError(f"{node.kind} cannot run in DuckDB")
+
+    # -- fixed operators --------------------------------------------------------------------
+
+    def source(self, streams: list[str]) -> OperatorCost:
+        """Spark is the gateway of every stream, whatever the placement."""
+        lam = sum(self.stats.catalog.streams[s].rate for s in streams)
+        return OperatorCost(lam * self._c(SPARK, "source", "per_tuple") + self._per_batch(SPARK, "source"), 0.0)
+
+    def sink(self, root: Node, engine: str) -> OperatorCost:
+        """R2S into the DuckDB results table: a MIG transfer when the root runs in Spark."""
+        lam = self.stats[root].lambda_out
+        insert = lam * self._c(DUCKDB, "sink", "per_tuple")
+        if engine == DUCKDB:
+            return OperatorCost(insert, 0.0)
+        return OperatorCost(insert + lam * self._c(SPARK, "sink", "per_tuple")
+                            + self._per_batch(SPARK, "sink"), 0.0)

@@ -1,0 +1,119 @@
+"""The two-phase optimiser: front-end, phase one, phase two, as one pure function.
+
+    optimize(query_sql, catalog, profile, rate) -> Optimization
+
+Each step is a module of its own (frontend, phase_one, phase_two, physical); this one only
+composes them and times them.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from optimizer.catalog import Catalog
+from optimizer.cost import DUCKDB, SPARK, CostModel, Objective
+from optimizer.errors import TandemError
+from optimizer.frontend import parse_query
+from optimizer.logical import LogicalPlan, r2r_operators, windows
+from optimizer.phase_one import phase_one
+from optimizer.phase_two import exhaustive, pruned_search
+from optimizer.physical import PhysicalPlan, evaluate
+from optimizer.profile import Profile
+from optimizer.statistics import Statistics
+
+DECOMPOSE_ABOVE = 15  # R2R operators per subplan (Ji Sec. 6.4.1)
+EXHAUSTIVE_LIMIT = 20  # 2^20 placements take about a minute to cost one by one
+
+
+@dataclass(frozen=True)
+class Optimization:
+    sql: str
+    rate: float
+    objective: Objective
+    plan: PhysicalPlan
+    plans_examined: int  # pruned phase two
+    partial_plans: int
+    subplans: int
+    exhaustive_examined: int | None
+    exhaustive_placement: dict[str, str] | None
+    phase_one_ms: float
+    phase_two_ms: float
+    exhaustive_ms: float | None
+    model: CostModel
+
+    @property
+    def logical(self) -> LogicalPlan:
+        return self.plan.logical
+
+    @property
+    def optimization_ms(self) -> float:
+        return self.phase_one_ms + self.phase_two_ms
+
+    @property
+    def feasible(self) -> bool:
+        return self.objective.feasible(self.plan.cost)
+
+
+def parse_placement(spec: str, plan: LogicalPlan) -> dict[str, str]:
+    """``auto``, ``spark``, ``duckdb`` or ``op=engine,...`` as operator pins."""
+    spec = spec.strip().lower()
+    if spec in ("", "auto"):
+        return {}
+    if spec in (SPARK, DUCKDB):
+        return {plan.ids[op]: spec for op in plan.operators}
+    pins = {}
+    for part in spec.split(","):
+        op, _, engine = part.partition("=")
+        op, engine = op.strip(), engine.strip()
+        if op not in plan.by_id or op.startswith("window"):
+            valid = ", ".join(plan.ids[o] for o in plan.operators)
+            raise TandemError(f"--placement: no operator {op!r} (operators: {valid})")
+        if engine not in (SPARK, DUCKDB):
+            raise TandemError(f"--placement: {op} must be spark or duckdb, not {engine!r}")
+        pins[op] = engine
+    return pins
+
+
+def optimize(sql: str, catalog: Catalog, profile: Profile, rate: float | None = None, *,
+             placement: str = "auto", feasibility: bool = True,
+             memory_budget: float | None = None, exhaustive_check: bool = False,
+             decompose_above: int | None = DECOMPOSE_ABOVE,
+             span: float | None = None) -> Optimization:
+    """Optimise ``sql`` at ``rate`` total tuples per second over its streams (the catalog's
+    rates when None). ``decompose_above=None`` searches plans of any size whole."""
+    root = parse_query(sql, catalog)
+    if rate is not None:
+        catalog = catalog.with_total_rate(sorted({w.stream for w in windows(root)}), rate)
+    rate = sum(catalog.streams[s].rate for s in {w.stream for w in windows(root)})
+    objective = Objective(feasibility=feasibility, memory_budget=memory_budget)
+    profile_model = lambda: CostModel(Statistics(catalog), profile, span)  # noqa: E731
+
+    start = time.perf_counter()
+    root = phase_one(root, profile_model(), objective)
+    plan = LogicalPlan(root)
+    phase_one_ms = (time.perf_counter() - start) * 1000
+
+    model = profile_model()  # fresh memo: the tree phase one returns has new nodes
+    pins = parse_placement(placement, plan)
+    start = time.perf_counter()
+    limit = decompose_above if decompose_above and len(plan) > decompose_above else None
+    result = pruned_search(plan, model, objective, pins, decompose_above=limit)
+    phase_two_ms = (time.perf_counter() - start) * 1000
+
+    ex_examined = ex_placement = ex_ms = None
+    if exhaustive_check:
+        if len(plan) > EXHAUSTIVE_LIMIT:
+            raise TandemError(f"--exhaustive would cost 2^{len(plan)} placements; it is limited "
+                              f"to {EXHAUSTIVE_LIMIT} R2R operators")
+        start = time.perf_counter()
+        ex = exhaustive(plan, model, objective, pins)
+        ex_ms = (time.perf_counter() - start) * 1000
+        ex_examined, ex_placement = ex.plans_examined, ex.placement
+
+    return Optimization(sql, rate, objective, evaluate(plan, result.placement, model),
+                        result.plans_examined, result.partial_plans, result.subplans,
+                        ex_examined, ex_placement, phase_one_ms, phase_two_ms, ex_ms, model)
+
+
+__all__ = ["optimize", "Optimization", "parse_placement", "r2r_operators"]

@@ -1,0 +1,167 @@
+"""Phase two: place every operator of the phase-one plan on Spark or DuckDB (Ji Sec. 6.3.4).
+
+The enumeration is bottom-up over the R2R operators. At each operator it keeps
+
+* the best partial plan rooted at a DSPS-op: a DSPS-op's u is the same in every plan and does
+  not change as the plan grows, so the principle of optimality holds for it (Ji's proof, Parts
+  1 and 2). With a memory budget, memory adds up rather than maxes, so the partial plans kept
+  are those that no other beats both by Definition 6.1 and in memory;
+* every partial plan rooted at a DB-op: its cost is not additive, so it cannot be pruned.
+
+With a feasible query (the pure-Spark or the pure-DuckDB plan is feasible), partial plans that
+are already infeasible are dropped too ("Other Pruning Methods"). Plans with more R2R operators
+than ``decompose_above`` are cut into subplans that are optimised in post-order (Sec. 6.4.1).
+
+``exhaustive`` enumerates all 2^n placements: it verifies the pruned search and serves small plans.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from optimizer.cost import DUCKDB, SPARK, ZERO, CostModel, Objective, PlanCost
+from optimizer.logical import LogicalPlan, Node, is_r2r
+from optimizer.physical import evaluate, uniform
+
+ENGINE_ORDER = {SPARK: 0, DUCKDB: 1}  # ties are broken towards Spark, operator by operator
+
+
+@dataclass(frozen=True)
+class Partial:
+    """A partial execution plan for the subtree of one operator."""
+
+    root: int  # post-order index of the operator the partial plan is rooted at
+    engines: tuple[str, ...]  # engines of the subtree's R2R operators, in post-order
+    closed: PlanCost  # cost of every operator whose cost is final
+    open: frozenset[Node] | None  # members of the DB-op at the root, still growing
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    placement: dict[str, str]
+    plans_examined: int  # complete plans compared at the root(s)
+    partial_plans: int  # partial plans constructed along the way
+    subplans: int  # 1 unless the plan was decomposed
+
+
+def allowed_engines(plan: LogicalPlan, pinned: dict[str, str]) -> list[tuple[str, ...]]:
+    return [(pinned[plan.ids[op]],) if plan.ids[op] in pinned else (SPARK, DUCKDB)
+            for op in plan.operators]
+
+
+def _tiebreak(engines: tuple[str, ...]) -> tuple[int, ...]:
+    return tuple(ENGINE_ORDER[e] for e in engines)
+
+
+def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
+                  pinned: dict[str, str] | None = None,
+                  decompose_above: int | None = None) -> SearchResult:
+    pinned = pinned or {}
+    allowed = allowed_engines(plan, pinned)
+    source = model.source(plan.streams)
+    prune_infeasible = objective.feasibility and _known_feasible(plan, model, objective, pinned)
+    cut = _cut_points(plan, decompose_above) if decompose_above else set()
+    plans: dict[Node, list[Partial]] = {}
+    constructed = examined = 0
+
+    def close(p: Partial, to_sink: bool = False) -> PlanCost:
+        if p.open is None:
+            return p.closed
+        return p.closed.add(model.db(p.open, plan.operators[p.root], to_sink))
+
+    def keep(p: Partial) -> bool:
+        return not prune_infeasible or objective.feasible(p.closed.add(source))
+
+    def best_closed(candidates: list[Partial]) -> list[Partial]:
+        """The DSPS-side survivors: one plan, or a memory Pareto set under a budget."""
+        scored = sorted(((close(p), p) for p in candidates),
+                        key=lambda cp: (objective.rank(cp[0]), _tiebreak(cp[1].engines)))
+        survivors: list[tuple[PlanCost, Partial]] = []
+        for cost, p in scored:
+            if not any(objective.dominates(c, cost) for c, _ in survivors):
+                survivors.append((cost, p))
+        return [Partial(p.root, p.engines, cost, None) for cost, p in survivors]
+
+    for i, op in enumerate(plan.operators):
+        children = [c for c in op.inputs if is_r2r(c)]
+        child_plans = [plans.pop(c) for c in children]
+        new: list[Partial] = []
+        if SPARK in allowed[i]:
+            u = model.dsps(op)
+            for combo in itertools.product(*(best_closed(cp) for cp in child_plans)):
+                closed = ZERO.add(u)
+                for p in combo:
+                    closed = closed.combine(p.closed)
+                new.append(Partial(i, sum((p.engines for p in combo), ()) + (SPARK,), closed, None))
+            constructed += len(new)
+            new = best_closed(new)
+        if DUCKDB in allowed[i]:
+            for combo in itertools.product(*child_plans):
+                closed, members = ZERO, {op}
+                for p in combo:
+                    closed = closed.combine(p.closed)
+                    if p.open is not None:
+                        members |= p.open
+                new.append(Partial(i, sum((p.engines for p in combo), ()) + (DUCKDB,), closed,
+                                   frozenset(members)))
+                constructed += 1
+        new = [p for p in new if keep(p)]
+        if op in cut:
+            # Decomposition: this subplan is optimised on its own, as if Spark consumed it.
+            examined += len(new)
+            new = [min(new, key=lambda p: (objective.rank(close(p)), _tiebreak(p.engines)))]
+        plans[op] = new
+
+    # Not empty: infeasible partial plans are dropped only when a feasible plan exists.
+    finals = plans[plan.root]
+    examined += len(finals)
+
+    def complete(p: Partial) -> PlanCost:
+        engine = SPARK if p.open is None else DUCKDB
+        return close(p, to_sink=True).add(model.sink(plan.root, engine)).add(source)
+
+    best = min(finals, key=lambda p: (objective.rank(complete(p)), _tiebreak(p.engines)))
+    placement = {plan.ids[op]: e for op, e in zip(plan.operators, best.engines, strict=True)}
+    return SearchResult(placement, examined, constructed, len(cut) + 1)
+
+
+def exhaustive(plan: LogicalPlan, model: CostModel, objective: Objective,
+               pinned: dict[str, str] | None = None) -> SearchResult:
+    """All 2^n placements, each costed from scratch by ``physical.evaluate``."""
+    best_key, best, count = None, None, 0
+    for engines in itertools.product(*allowed_engines(plan, pinned or {})):
+        placement = {plan.ids[op]: e for op, e in zip(plan.operators, engines, strict=True)}
+        cost = evaluate(plan, placement, model).cost
+        key = (objective.rank(cost), _tiebreak(engines))
+        count += 1
+        if best_key is None or key < best_key:
+            best_key, best = key, placement
+    return SearchResult(best, count, count, 1)
+
+
+def _known_feasible(plan: LogicalPlan, model: CostModel, objective: Objective,
+                    pinned: dict[str, str]) -> bool:
+    """Is the pure-Spark or the pure-DuckDB plan (with the pins applied) feasible?"""
+    for engine in (SPARK, DUCKDB):
+        placement = {**uniform(plan, engine), **pinned}
+        if objective.feasible(evaluate(plan, placement, model).cost):
+            return True
+    return False
+
+
+def _cut_points(plan: LogicalPlan, limit: int) -> set[Node]:
+    """Roots of subplans of at most ``limit`` R2R operators, cut bottom-up (largest child
+    subplan first) whenever an operator's uncut subtree would exceed the limit."""
+    size: dict[Node, int] = {}
+    cut: set[Node] = set()
+    for op in plan.operators:
+        children = sorted((c for c in op.inputs if is_r2r(c)), key=lambda c: -size[c])
+        total = 1 + sum(size[c] for c in children)
+        for c in children:
+            if total <= limit:
+                break
+            cut.add(c)
+            total -= size[c]
+        size[op] = total
+    return cut

@@ -1,0 +1,56 @@
+"""Calibration profiles: the unit costs of Ji's cost model for one machine, in TOML.
+
+`tandem calibrate` writes this format; a shipped default (`default_profile.toml`) stands in
+until a machine has been calibrated."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from optimizer.errors import CatalogError
+
+DEFAULT_PROFILE = Path(__file__).with_name("default_profile.toml")
+ENGINES = ("spark", "duckdb")
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    micro_batch_seconds: float
+    functions: dict[str, dict[str, dict[str, float]]]  # engine -> function -> coefficient
+    source: str
+
+    def coef(self, engine: str, function: str, name: str) -> float:
+        try:
+            return self.functions[engine][function][name]
+        except KeyError:
+            raise CatalogError(
+                f"profile {self.source} lacks [{engine}.{function}] {name}: re-run `tandem "
+                "calibrate` or copy it from the default profile") from None
+
+    def get(self, engine: str, function: str, name: str) -> float:
+        """A coefficient that may be absent (taken as 0)."""
+        return self.functions.get(engine, {}).get(function, {}).get(name, 0.0)
+
+
+def load_profile(path: str | Path | None = None) -> Profile:
+    path = Path(path) if path else DEFAULT_PROFILE
+    try:
+        raw = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise CatalogError(f"profile {path} not found: pass --profile or set TANDEM_PROFILE") from None
+    except tomllib.TOMLDecodeError as err:
+        raise CatalogError(f"profile {path} is not valid TOML: {err}") from None
+    functions: dict[str, dict[str, dict[str, float]]] = {}
+    for engine in ENGINES:
+        for function, coefficients in raw.get(engine, {}).items():
+            try:
+                functions.setdefault(engine, {})[function] = {
+                    k: float(v) for k, v in coefficients.items() if k != "fit_error"}
+            except (TypeError, ValueError, AttributeError):
+                raise CatalogError(f"profile {path}: [{engine}.{function}] must hold numbers") from None
+    meta = raw.get("meta", {})
+    return Profile(str(meta.get("name", path.stem)), float(meta.get("micro_batch_seconds", 1.0)),
+                   functions, str(path))

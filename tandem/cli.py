@@ -1,0 +1,139 @@
+"""The `tandem` command line: a thin layer over the library that renders with rich."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.tree import Tree
+
+from optimizer.errors import QueryError, TandemError
+from optimizer.logical import Node, Window
+from tandem.explain import Explanation, explain
+
+app = typer.Typer(help="Tandem: windowed SPJA continuous queries across Spark and DuckDB.",
+                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+console = Console()
+errors = Console(stderr=True)
+
+ENGINE_STYLE = {"spark": "bold dark_orange", "duckdb": "bold yellow"}
+
+
+@app.callback()
+def main() -> None:
+    """Optimise, run and inspect continuous queries."""
+
+
+@app.command("explain")
+def explain_command(
+    query: Annotated[str, typer.Argument(help="A .sql file, or a name from queries/ (q1 ... q6, j2, j5, j8).")],
+    rate: Annotated[float | None, typer.Option(help="Total arrival rate, tuples/s (default: the catalog's).")] = None,
+    catalog: Annotated[str | None, typer.Option(help="Catalog TOML (default: catalog.toml beside the query).")] = None,
+    profile: Annotated[str | None, typer.Option(help="Calibration profile TOML (default: calibrated, else shipped).")] = None,
+    memory_budget: Annotated[str | None, typer.Option(help="State memory budget, e.g. 2GB; plans above it are infeasible.")] = None,
+    placement: Annotated[str, typer.Option(help="auto | spark | duckdb | op=engine,... (pins operators).")] = "auto",
+    exhaustive: Annotated[bool, typer.Option(help="Also enumerate all 2^n placements and compare.")] = False,
+    feasibility: Annotated[bool, typer.Option(help="--no-feasibility ranks plans by C_u alone (ablation, Sec. 6.4.3).")] = True,
+    decompose: Annotated[bool, typer.Option(help="Split plans of more than 15 R2R operators (Sec. 6.4.1).")] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
+) -> None:
+    """Optimise QUERY and show the chosen hybrid plan, its costs and the DuckDB SQL of its DB-ops."""
+    try:
+        result = explain(query, rate=rate, catalog=catalog, profile=profile,
+                         memory_budget=memory_budget, placement=placement, exhaustive=exhaustive,
+                         feasibility=feasibility, decompose=decompose)
+    except QueryError as err:
+        errors.print(f"[red]error:[/red] {query}: {err}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    except TandemError as err:
+        errors.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    if as_json:
+        sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
+        return
+    render(result)
+
+
+def _fmt(x: float) -> str:
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+def _bytes(x: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if x < 1000 or unit == "TB":
+            return f"{x:.0f} {unit}" if unit == "B" else f"{x:.1f} {unit}"
+        x /= 1000
+    return ""
+
+
+def render(result: Explanation) -> None:
+    o = result.optimization
+    plan, logical = o.plan, o.logical
+    by_member = {m: op for op in plan.operators for m in op.members}
+    engine_tag = {e: f"[{s}]{e}[/]" for e, s in ENGINE_STYLE.items()}
+
+    def label(node: Node) -> str:
+        if isinstance(node, Window):
+            return f"{logical.ids[node]}  {escape(node.describe())}  {engine_tag['spark']} (S2R)"
+        op = by_member[logical.ids[node]]
+        text = f"{logical.ids[node]}  {escape(node.describe())}  {engine_tag[op.engine]}"
+        if op.kind != "db-op":
+            text += f"  λin {_fmt(op.lambda_in)}  λout {_fmt(op.lambda_out)}  u {op.u:.4f}"
+        return text
+
+    def grow(branch: Tree, node: Node, fragment: str | None) -> None:
+        op_id = logical.ids.get(node)
+        op = by_member.get(op_id)
+        if op is not None and op.kind == "db-op" and op.id != fragment:
+            branch = branch.add(
+                f"[{ENGINE_STYLE['duckdb']}]{op.id}[/]  DB-op of {len(op.members)} operators, "
+                f"one DuckDB query  λin {_fmt(op.lambda_in)}  λout {_fmt(op.lambda_out)}  "
+                f"u {op.u:.4f}")
+            fragment = op.id
+        elif op is None or op.kind != "db-op":
+            fragment = None
+        child = branch.add(label(node))
+        for c in node.inputs:
+            grow(child, c, fragment)
+
+    sink = next(op for op in plan.operators if op.kind == "sink")
+    source = next(op for op in plan.operators if op.kind == "source")
+    tree = Tree(f"sink → DuckDB results table  u {sink.u:.4f}")
+    grow(tree, logical.root, None)
+    console.print(f"[bold]{result.query}[/] at {_fmt(o.rate)} tuples/s "
+                  f"(profile: {result.profile}, catalog: {result.catalog})")
+    console.print(tree)
+    console.print(f"source (Spark gateway)  λ {_fmt(source.lambda_out)}  u {source.u:.4f}")
+
+    summary = Table(show_header=False, box=None, padding=(0, 2))
+    feasible = "[green]yes[/]" if o.feasible else "[red]no[/]"
+    summary.add_row("C_b (bottleneck, Eq. 6.5)", f"{plan.cost.bottleneck:.4f}")
+    summary.add_row("C_u (utilisation, Eq. 6.6)", f"{plan.cost.utilization:.4f}")
+    summary.add_row("feasible (C_b ≤ 1)" + ("" if o.objective.feasibility else ", not checked"),
+                    feasible)
+    budget = o.objective.memory_budget
+    summary.add_row("state memory (Zhu Eq. 4.3–4.5)",
+                    _bytes(plan.cost.memory) + (f" of {_bytes(budget)} budget" if budget else ""))
+    exhaustive = "not run (--exhaustive)" if o.exhaustive_examined is None else (
+        f"{o.exhaustive_examined:,} exhaustive, "
+        + ("same plan" if o.exhaustive_placement == plan.placement else "[red]different plan[/]"))
+    summary.add_row("plans examined", f"{o.plans_examined:,} pruned; {exhaustive}")
+    summary.add_row("R2R operators", f"{len(logical)}" + (
+        f" in {o.subplans} subplans" if o.subplans > 1 else ""))
+    summary.add_row("optimisation time", f"{o.optimization_ms:.1f} ms (phase one "
+                    f"{o.phase_one_ms:.1f} ms, phase two {o.phase_two_ms:.1f} ms)")
+    console.print(summary)
+    for fragment in result.fragments:
+        console.print(f"\n[{ENGINE_STYLE['duckdb']}]{fragment.id}[/] DuckDB SQL "
+                      f"(reads {', '.join(i.table for i in fragment.inputs)}, window_ends):")
+        console.print(Syntax(fragment.sql, "sql", theme="ansi_dark", word_wrap=True))
+
+
+if __name__ == "__main__":
+    app()

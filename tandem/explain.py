@@ -1,0 +1,90 @@
+"""`tandem explain`: optimise a query and describe the chosen plan (the CLI, the Airflow operators
+and the plugin all build on ``explain``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from columnar.fragment_sql import Fragment, fragments
+from optimizer import Optimization, load_catalog, load_profile, optimize
+from optimizer.errors import TandemError
+from optimizer.logical import post_order
+from tandem import settings
+
+MEMORY_UNITS = {"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
+                "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+
+
+def parse_bytes(text: str) -> float:
+    """``2GB``, ``512MiB`` or a plain number of bytes."""
+    raw = text.strip().upper().replace(" ", "")
+    digits = raw.rstrip("KMGTIB")
+    unit = raw[len(digits):]
+    try:
+        value = float(digits)
+    except ValueError:
+        raise TandemError(f"--memory-budget {text!r}: write a size such as 2GB or 512MiB") from None
+    if unit not in MEMORY_UNITS or value <= 0:
+        raise TandemError(f"--memory-budget {text!r}: write a size such as 2GB or 512MiB")
+    return value * MEMORY_UNITS[unit]
+
+
+@dataclass(frozen=True)
+class Explanation:
+    query: Path
+    catalog: Path
+    profile: Path
+    optimization: Optimization
+    fragments: list[Fragment]
+
+    def to_json(self) -> dict:
+        o = self.optimization
+        plan = o.plan
+        return {
+            "query": str(self.query),
+            "catalog": str(self.catalog),
+            "profile": str(self.profile),
+            "rate": o.rate,
+            "placement": plan.placement,
+            "operators": [
+                {"id": op.id, "kind": op.kind, "engine": op.engine, "members": list(op.members),
+                 "inputs": list(op.inputs), "lambda_in": op.lambda_in, "lambda_out": op.lambda_out,
+                 "u": op.u, "memory_bytes": op.memory}
+                for op in plan.operators],
+            "logical_operators": [
+                {"id": o.logical.ids[n], "kind": n.kind, "description": n.describe(),
+                 "inputs": [o.logical.ids[c] for c in n.inputs],
+                 "engine": plan.placement.get(o.logical.ids[n], "spark")}
+                for n in post_order(o.logical.root)],
+            "bottleneck_cost": plan.cost.bottleneck,
+            "utilization_cost": plan.cost.utilization,
+            "feasible": o.feasible,
+            "feasibility_check": o.objective.feasibility,
+            "memory_bytes": plan.cost.memory,
+            "memory_budget": o.objective.memory_budget,
+            "r2r_operators": len(o.logical),
+            "subplans": o.subplans,
+            "plans_examined": {"pruned": o.plans_examined, "exhaustive": o.exhaustive_examined},
+            "exhaustive_agrees": (None if o.exhaustive_placement is None
+                                  else o.exhaustive_placement == plan.placement),
+            "phase_one_ms": o.phase_one_ms,
+            "phase_two_ms": o.phase_two_ms,
+            "optimization_ms": o.optimization_ms,
+            "duckdb_sql": {f.id: f.sql for f in self.fragments},
+        }
+
+
+def explain(query: str, *, rate: float | None = None, catalog: str | None = None,
+            profile: str | None = None, memory_budget: str | None = None,
+            placement: str = "auto", exhaustive: bool = False, feasibility: bool = True,
+            decompose: bool = True) -> Explanation:
+    query_file = settings.query_path(query)
+    catalog_file = settings.catalog_path(query_file, catalog)
+    profile_file = settings.profile_path(profile)
+    budget = parse_bytes(memory_budget) if memory_budget else None
+    result = optimize(query_file.read_text(), load_catalog(catalog_file), load_profile(profile_file),
+                      rate, placement=placement, feasibility=feasibility, memory_budget=budget,
+                      exhaustive_check=exhaustive,
+                      **({} if decompose else {"decompose_above": None}))
+    return Explanation(query_file, catalog_file, profile_file, result, fragments(result.plan))

@@ -1,0 +1,58 @@
+"""Where Tandem finds its catalog, profile and state: command-line options first, then
+``TANDEM_*`` environment variables, then ``tandem.toml`` in the working directory, then defaults."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+
+from optimizer.errors import TandemError
+from optimizer.profile import DEFAULT_PROFILE
+
+CONFIG_FILE = "tandem.toml"
+CALIBRATED_PROFILE = Path(".tandem/profile.toml")  # written by `tandem calibrate`
+
+
+def setting(name: str, given: str | Path | None = None) -> str | None:
+    """The value of setting ``name`` (catalog, profile, ...) by the precedence above."""
+    if given is not None:
+        return str(given)
+    env = os.environ.get(f"TANDEM_{name.upper()}")
+    if env:
+        return env
+    config = Path(CONFIG_FILE)
+    if config.is_file():
+        try:
+            value = tomllib.loads(config.read_text()).get("tandem", {}).get(name)
+        except tomllib.TOMLDecodeError as err:
+            raise TandemError(f"{CONFIG_FILE} is not valid TOML: {err}") from None
+        if value is not None:
+            return str(value)
+    return None
+
+
+def query_path(query: str) -> Path:
+    """A query is a .sql file, or the name of one in queries/ (``q1``)."""
+    path = Path(query)
+    if path.is_file():
+        return path
+    named = Path("queries") / f"{query}.sql"
+    if named.is_file():
+        return named
+    raise TandemError(f"query {query!r} not found: give a .sql file or a name from queries/")
+
+
+def catalog_path(query: Path, given: str | Path | None = None) -> Path:
+    found = setting("catalog", given)
+    if found:
+        return Path(found)
+    beside = query.parent / "catalog.toml"
+    return beside if beside.is_file() else Path("queries/catalog.toml")
+
+
+def profile_path(given: str | Path | None = None) -> Path:
+    found = setting("profile", given)
+    if found:
+        return Path(found)
+    return CALIBRATED_PROFILE if CALIBRATED_PROFILE.is_file() else DEFAULT_PROFILE
