@@ -228,7 +228,8 @@ class CostModel:
     def source(self, streams: list[str]) -> OperatorCost:
         """Spark is the gateway of every stream, whatever the placement."""
         lam = sum(self.stats.catalog.streams[s].rate for s in streams)
-        return OperatorCost(lam * self._c(SPARK, "source", "per_tuple") + self._per_batch(SPARK, "source"), 0.0)
+        u = lam * self._c(SPARK, "source", "per_tuple") + self._per_batch(SPARK, "source")
+        return OperatorCost(u, 0.0)
 
     def sink(self, root: Node, engine: str) -> OperatorCost:
         """R2S into the DuckDB results table: a MIG transfer when the root runs in Spark."""

@@ -344,7 +344,7 @@ class _Planner:
         node = pushed(0)
         for i in range(1, len(items)):
             right = pushed(i)
-            pairs = tuple((scope.resolve(a), b.name.lower()) for a, b in keys[i])
+            pairs = tuple(dict.fromkeys((scope.resolve(a), b.name.lower()) for a, b in keys[i]))
             # The joined relation keeps the left's columns and adds the right's new ones. A right
             # column whose name is taken stays reachable only where it is equated to that column.
             equated = {r for l, r in pairs if l == r} | {"window_end"}

@@ -9,6 +9,7 @@ been pushed to the join inputs by the front-end; the DP avoids cross products.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from itertools import combinations
 
 from optimizer.cost import ZERO, CostModel, Objective, PlanCost
@@ -114,12 +115,7 @@ def _order_joins(leaves, keys, theta, columns, model: CostModel, objective: Obje
                 rest = subset - {x}
                 if rest not in best:
                     continue
-                pairs = []
-                for cls in members:
-                    left = sorted(c for i, c in cls if i in rest)
-                    right = sorted(c for i, c in cls if i == x)
-                    if left and right:
-                        pairs.append((left[0], right[0]))
+                pairs = _key_pairs(members, rest, x)
                 conditions = [t for t, o in theta_owners if x in o and o <= subset]
                 if not pairs and not conditions:
                     continue  # a cross product
@@ -139,6 +135,24 @@ def _order_joins(leaves, keys, theta, columns, model: CostModel, objective: Obje
         raise ValueError("join inputs are not connected by join predicates")
     node = best[full][0]
     return dataclasses.replace(node, columns=_ordered(node.columns, columns))
+
+
+def _key_pairs(classes, rest: frozenset[int], x: int) -> list[tuple[str, str]]:
+    """Equi-keys joining input x to the inputs in ``rest``, one per equivalence class. Where
+    a class offers several left columns, take the columns of the input that shares the most
+    classes with x: a multi-column key keeps the distinct count the catalog knows for it."""
+    shared = [c for c in classes if any(i == x for i, _ in c) and any(i in rest for i, _ in c)]
+    if not shared:
+        return []
+    counts = Counter(i for c in shared for i, _ in c if i in rest)
+    partner = min(counts, key=lambda i: (-counts[i], i))
+    pairs = []
+    for c in shared:
+        left = sorted(c, key=lambda ic: (ic[0] != partner, ic))
+        left = [col for i, col in left if i in rest]
+        right = sorted(col for i, col in c if i == x)
+        pairs.append((left[0], right[0]))
+    return pairs
 
 
 def _ordered(actual: tuple[str, ...], wanted: tuple[str, ...]) -> tuple[str, ...]:

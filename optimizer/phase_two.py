@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from optimizer.cost import DUCKDB, SPARK, ZERO, CostModel, Objective, PlanCost
 from optimizer.logical import LogicalPlan, Node, is_r2r
-from optimizer.physical import evaluate, uniform
+from optimizer.physical import plan_cost, uniform
 
 ENGINE_ORDER = {SPARK: 0, DUCKDB: 1}  # ties are broken towards Spark, operator by operator
 
@@ -132,7 +132,7 @@ def exhaustive(plan: LogicalPlan, model: CostModel, objective: Objective,
     best_key, best, count = None, None, 0
     for engines in itertools.product(*allowed_engines(plan, pinned or {})):
         placement = {plan.ids[op]: e for op, e in zip(plan.operators, engines, strict=True)}
-        cost = evaluate(plan, placement, model).cost
+        cost = plan_cost(plan, placement, model)
         key = (objective.rank(cost), _tiebreak(engines))
         count += 1
         if best_key is None or key < best_key:
@@ -145,7 +145,7 @@ def _known_feasible(plan: LogicalPlan, model: CostModel, objective: Objective,
     """Is the pure-Spark or the pure-DuckDB plan (with the pins applied) feasible?"""
     for engine in (SPARK, DUCKDB):
         placement = {**uniform(plan, engine), **pinned}
-        if objective.feasible(evaluate(plan, placement, model).cost):
+        if objective.feasible(plan_cost(plan, placement, model)):
             return True
     return False
 

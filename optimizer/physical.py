@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from optimizer.cost import DUCKDB, SPARK, CostModel, Objective, OperatorCost, PlanCost
+from optimizer.cost import DUCKDB, SPARK, ZERO, CostModel, PlanCost
 from optimizer.logical import LogicalPlan, Node
 
 
@@ -37,8 +37,8 @@ class PhysicalPlan:
         return self.placement[self.logical.ids[node]]
 
 
-def db_fragments(plan: LogicalPlan, placement: dict[str, str]) -> list[frozenset[Node]]:
-    """Maximal connected sets of DuckDB-placed operators, in post-order of their roots."""
+def db_fragments(plan: LogicalPlan, placement: dict[str, str]) -> dict[Node, frozenset[Node]]:
+    """Maximal connected sets of DuckDB-placed operators, keyed by their root, in post-order."""
     fragments: dict[Node, set[Node]] = {}
     for op in plan.operators:  # post-order: children first
         if placement[plan.ids[op]] != DUCKDB:
@@ -48,31 +48,36 @@ def db_fragments(plan: LogicalPlan, placement: dict[str, str]) -> list[frozenset
             if child in fragments:
                 fragment |= fragments.pop(child)
         fragments[op] = fragment
-    return [frozenset(f) for f in fragments.values()]
+    return {root: frozenset(f) for root, f in fragments.items()}
+
+
+def plan_cost(plan: LogicalPlan, placement: dict[str, str], model: CostModel) -> PlanCost:
+    """C(P) = <C_b, C_u> (Eq. 6.5, 6.6) with the state memory, of a complete placement."""
+    cost = ZERO.add(model.source(plan.streams))
+    for op in plan.operators:
+        if placement[plan.ids[op]] == SPARK:
+            cost = cost.add(model.dsps(op))
+    for root, fragment in db_fragments(plan, placement).items():
+        cost = cost.add(model.db(fragment, root, to_sink=root is plan.root))
+    return cost.add(model.sink(plan.root, placement[plan.ids[plan.root]]))
 
 
 def evaluate(plan: LogicalPlan, placement: dict[str, str], model: CostModel) -> PhysicalPlan:
-    """Cost a complete placement (Eq. 6.4-6.6): the reference against which the pruned search
-    of phase two is tested, and the plan that `tandem explain` reports."""
+    """The physical plan of a complete placement, every operator with its costs: the reference
+    against which the pruned search of phase two is tested, and what `tandem explain` shows."""
     st = model.stats
     fragments = db_fragments(plan, placement)
     owner: dict[Node, str] = {}
-    db_names = {}
-    for n, fragment in enumerate(fragments, 1):
+    for n, fragment in enumerate(fragments.values(), 1):
         for m in fragment:
             owner[m] = f"dbop_{n}"
-        db_names[f"dbop_{n}"] = fragment
 
     def physical_input(child: Node) -> str:
         return owner.get(child, plan.ids[child])
 
-    root_engine = placement[plan.ids[plan.root]]
-    ops: list[PhysicalOperator] = []
+    rate = sum(st.catalog.streams[s].rate for s in plan.streams)
     source = model.source(plan.streams)
-    ops.append(PhysicalOperator("source", "source", SPARK, (), (),
-                                sum(st.catalog.streams[s].rate for s in plan.streams),
-                                sum(st.catalog.streams[s].rate for s in plan.streams),
-                                source.u, source.memory))
+    ops = [PhysicalOperator("source", "source", SPARK, (), (), rate, rate, source.u, source.memory)]
     for op in plan.operators:
         op_id = plan.ids[op]
         if placement[op_id] == SPARK:
@@ -80,29 +85,19 @@ def evaluate(plan: LogicalPlan, placement: dict[str, str], model: CostModel) -> 
             ops.append(PhysicalOperator(
                 op_id, op.kind, SPARK, (op_id,), tuple(physical_input(i) for i in op.inputs),
                 sum(st[i].lambda_out for i in op.inputs), st[op].lambda_out, c.u, c.memory))
-            continue
-        name = owner[op]
-        fragment = db_names[name]
-        if any(op in p.inputs for p in fragment):
-            continue  # a DB-op is listed once, at its root
-        c = model.db(fragment, op, to_sink=op is plan.root)
-        inputs = model.db_inputs(fragment)
-        members = tuple(plan.ids[m] for m in plan.operators if m in fragment)
-        ops.append(PhysicalOperator(
-            name, "db-op", DUCKDB, members, tuple(physical_input(i) for i in inputs),
-            sum(st[i].lambda_out for i in inputs), st[op].lambda_out, c.u, c.memory))
-    sink = model.sink(plan.root, root_engine)
+        elif op in fragments:  # a DB-op is listed once, at its root
+            fragment = fragments[op]
+            c = model.db(fragment, op, to_sink=op is plan.root)
+            inputs = model.db_inputs(fragment)
+            ops.append(PhysicalOperator(
+                owner[op], "db-op", DUCKDB, tuple(plan.ids[m] for m in plan.operators if m in fragment),
+                tuple(physical_input(i) for i in inputs), sum(st[i].lambda_out for i in inputs),
+                st[op].lambda_out, c.u, c.memory))
+    sink = model.sink(plan.root, placement[plan.ids[plan.root]])
     ops.append(PhysicalOperator("sink", "sink", DUCKDB, (), (physical_input(plan.root),),
                                 st[plan.root].lambda_out, st[plan.root].lambda_out, sink.u, 0.0))
-    cost = PlanCost(0.0, 0.0, 0.0)
-    for op in ops:
-        cost = cost.add(OperatorCost(op.u, op.memory))
-    return PhysicalPlan(plan, dict(placement), tuple(ops), cost)
+    return PhysicalPlan(plan, dict(placement), tuple(ops), plan_cost(plan, placement, model))
 
 
 def uniform(plan: LogicalPlan, engine: str) -> dict[str, str]:
     return {plan.ids[op]: engine for op in plan.operators}
-
-
-def is_feasible(physical: PhysicalPlan, objective: Objective) -> bool:
-    return objective.feasible(physical.cost)

@@ -86,11 +86,18 @@ class Statistics:
             inner = cols & keys
             return min(self.distinct(node.input, inner) if inner else 1.0, card)
         if isinstance(node, Join):
-            left = cols & set(node.left.columns)
-            right = cols - left
-            d = (self.distinct(node.left, left) if left else 1.0) * (
-                self.distinct(node.right, right) if right else 1.0)
-            return min(d, card)
+            # Columns equated by the join carry the same values: count them on one side only,
+            # whichever side knows them better.
+            left_cols, right_cols = set(node.left.columns), set(node.right.columns)
+            options = []
+            for keep_left in (True, False):
+                left = {c for c in cols if c in left_cols and (keep_left or not any(
+                    l == c and r in cols & right_cols for l, r in node.keys))}
+                right = {c for c in cols - left if c in right_cols and not any(
+                    r == c and l in left for l, r in node.keys)}
+                options.append((self.distinct(node.left, left) if left else 1.0)
+                               * (self.distinct(node.right, right) if right else 1.0))
+            return min(min(options), card)
         if isinstance(node, Project):
             sources = set()
             for name, e in node.expressions:

@@ -1,0 +1,182 @@
+"""Hand-computed checks of every equation of the cost model (Ji Eq. 6.1-6.6, Definition 6.1,
+Zhu Eq. 4.3/4.5) on round numbers (tests/data/unit_*.toml)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from optimizer import load_catalog, load_profile
+from optimizer.cost import CostModel, Objective, PlanCost, better
+from optimizer.frontend import parse_query
+from optimizer.logical import Aggregate, Join, LogicalPlan, Select, Window, post_order
+from optimizer.physical import evaluate, uniform
+from optimizer.statistics import Statistics
+
+DATA = Path(__file__).parent / "data"
+COUNT_BY_K = ("SELECT k, window_end, COUNT(*) AS n "
+              "FROM HOP(s, ts, INTERVAL '1' SECOND, INTERVAL '10' SECONDS) WHERE v > 0 GROUP BY k")
+S_JOIN_T = ("SELECT a.k, a.window_end, COUNT(*) AS n "
+            "FROM HOP(s, ts, INTERVAL '1' SECOND, INTERVAL '10' SECONDS) AS a "
+            "JOIN HOP(t, ts, INTERVAL '1' SECOND, INTERVAL '20' SECONDS) AS b ON a.k = b.k "
+            "GROUP BY a.k")
+
+
+@pytest.fixture(scope="module")
+def unit_catalog():
+    return load_catalog(DATA / "unit_catalog.toml")
+
+
+@pytest.fixture(scope="module")
+def unit_profile():
+    return load_profile(DATA / "unit_profile.toml")
+
+
+def model_for(sql, catalog, profile):
+    plan = LogicalPlan(parse_query(sql, catalog))
+    return plan, CostModel(Statistics(catalog), profile)
+
+
+def node(plan, kind):
+    return next(n for n in post_order(plan.root) if isinstance(n, kind))
+
+
+def test_selection_and_aggregate_sizes(unit_catalog, unit_profile):
+    plan, model = model_for(COUNT_BY_K, unit_catalog, unit_profile)
+    st_ = model.stats
+    window, select, agg = node(plan, Window), node(plan, Select), node(plan, Aggregate)
+    # Window: lambda = r = 100, |w| = r * W = 100 * 10 s, one slide per second.
+    assert (st_[window].lambda_out, st_[window].cardinality, st_[window].n_slide) == (100, 1000, 1)
+    # Eq. 6.1: lambda_out = f * lambda_in with f = 0.5 from the catalog; |w| cascades the same way.
+    assert (st_[select].lambda_out, st_[select].cardinality) == (50, 500)
+    # Eq. 6.3: lambda_out = n_slide * n_group = 1 * 10 (distinct k).
+    assert (st_[agg].lambda_out, st_[agg].cardinality) == (10, 10)
+
+
+def test_dsps_op_costs_eq_6_4(unit_catalog, unit_profile):
+    plan, model = model_for(COUNT_BY_K, unit_catalog, unit_profile)
+    # Selection: u = lambda_in * c = 100 * 0.001.
+    assert model.dsps(node(plan, Select)).u == pytest.approx(0.1)
+    # Incremental aggregate: constant c = 0.001 + (W/beta = 10) * 0.0001; u = 50 * 0.002.
+    agg = model.dsps(node(plan, Aggregate))
+    assert agg.u == pytest.approx(0.1)
+    assert agg.memory == pytest.approx(10 * 10 * 3)  # groups * open windows * 3 columns
+
+
+def test_holistic_aggregate_cost_grows_with_window_cardinality(unit_catalog, unit_profile):
+    plan, model = model_for(COUNT_BY_K.replace("COUNT(*)", "MAX(v)"), unit_catalog, unit_profile)
+    # c(|w|) = a + b * n_slide * |w| / lambda: u = 50 * 0.002 + 1 * 500 * 0.0001.
+    assert model.dsps(node(plan, Aggregate)).u == pytest.approx(0.15)
+
+
+def test_join_sizes_eq_6_2_cascade_and_cost(unit_catalog, unit_profile):
+    plan, model = model_for(S_JOIN_T, unit_catalog, unit_profile)
+    st_ = model.stats
+    join, agg = node(plan, Join), node(plan, Aggregate)
+    # |w_s| = 100 * 10 = 1000, |w_t| = 50 * 20 = 1000; f = 1 / max(d_s = 10, d_t = 20).
+    assert st_.selectivity(join) == pytest.approx(1 / 20)
+    # Eq. 6.2: lambda_out = 100 * f * 1000 + 50 * f * 1000 = 5000 + 2500.
+    assert st_[join].lambda_out == pytest.approx(7500)
+    # Cascaded cardinality: |w_out| = f * |w_L| * |w_R| = 50000; the aggregate then has 10 groups.
+    assert st_[join].cardinality == pytest.approx(50_000)
+    assert st_[agg].lambda_out == pytest.approx(10)
+    # KNV03 hash join: c = 0.001 + 0.0001 * f * |w_other| = 0.006 for both inputs.
+    cost = model.dsps(join)
+    assert cost.u == pytest.approx(100 * 0.006 + 50 * 0.006)
+    # Zhu Eq. 4.3: one state per input, |w_s| + |w_t| tuples of 5 columns (1 byte each here).
+    assert cost.memory == pytest.approx((1000 + 1000) * 5)
+
+
+def test_join_of_a_join_holds_the_intermediate_state_eq_4_5(unit_catalog, unit_profile):
+    sql = ("SELECT a.k, a.window_end, a.v, b.x, c.v2 "
+           "FROM HOP(s, ts, INTERVAL '1' SECOND, INTERVAL '10' SECONDS) AS a "
+           "JOIN HOP(t, ts, INTERVAL '1' SECOND, INTERVAL '20' SECONDS) AS b ON a.k = b.k "
+           "JOIN (SELECT k AS k2, v AS v2, window_end FROM HOP(s, ts, INTERVAL '1' SECOND, "
+           "INTERVAL '10' SECONDS)) AS c ON a.k = c.k2")
+    plan, model = model_for(sql, unit_catalog, unit_profile)
+    top = next(n for n in post_order(plan.root) if isinstance(n, Join) and isinstance(n.left, Join))
+    # The upper join keeps |S_AB| = f * |S_A| * |S_B| = 50000 joined tuples (Eq. 4.5's extra term).
+    assert model.stats[top.left].cardinality == pytest.approx(50_000)
+    width_ab, width_c = len(top.left.columns), len(top.right.columns)
+    assert model.dsps(top).memory == pytest.approx(50_000 * width_ab + 1000 * width_c)
+
+
+def test_db_op_cost_is_transfer_in_plus_sql_plus_transfer_out(unit_catalog, unit_profile):
+    plan, model = model_for(COUNT_BY_K, unit_catalog, unit_profile)
+    select, agg = node(plan, Select), node(plan, Aggregate)
+    # Both in DuckDB, result into the results table: transfer in 100 * 0.001 + 0.01 per batch;
+    # SQL per window_end 0.01 + 1000 * 1e-5 (select) + 500 * 2e-5 (aggregate); no transfer out.
+    both = model.db(frozenset({select, agg}), agg, to_sink=True)
+    assert both.u == pytest.approx(0.11 + 0.03)
+    # Only the selection in DuckDB: its 50 tuples/s go back to Spark (0.05 + 0.01 per slide).
+    first = model.db(frozenset({select}), select)
+    assert first.u == pytest.approx(0.11 + 0.02 + 0.06)
+    # Non-additive (Ji Sec. 6.1): two operators in DuckDB cost less than the first one alone.
+    assert both.u < first.u
+    # State: the window of 1000 tuples of 3 stored columns (ts, k, v) plus window_start/_end.
+    assert both.memory == pytest.approx(1000 * 5)
+
+
+def test_plan_costs_eq_6_5_and_6_6(unit_catalog, unit_profile):
+    plan, model = model_for(COUNT_BY_K, unit_catalog, unit_profile)
+    spark = evaluate(plan, uniform(plan, "spark"), model)
+    # source 100 * 0.001 + 0.1 per batch; select 0.1; aggregate 0.1; sink 10 * (0.001 + 0.0005).
+    assert [op.u for op in spark.operators] == pytest.approx([0.2, 0.1, 0.1, 0.015])
+    assert spark.cost.bottleneck == pytest.approx(0.2)  # Eq. 6.5: the maximum
+    assert spark.cost.utilization == pytest.approx(0.415)  # Eq. 6.6: the sum
+    duck = evaluate(plan, uniform(plan, "duckdb"), model)
+    assert [op.kind for op in duck.operators] == ["source", "db-op", "sink"]
+    assert duck.cost.utilization == pytest.approx(0.2 + 0.14 + 10 * 0.0005)
+
+
+def test_rate_override_scales_every_stream(unit_catalog):
+    scaled = unit_catalog.with_total_rate(["s", "t"], 300)
+    assert (scaled.streams["s"].rate, scaled.streams["t"].rate) == (200, 100)
+
+
+def test_default_selectivities_follow_system_r(unit_catalog, unit_profile):
+    plan, model = model_for(COUNT_BY_K.replace("v > 0", "k = 3 AND v < 2"), unit_catalog,
+                            unit_profile)
+    # Each conjunct is its own selection. k = 3: 1 / distinct(k) = 0.1; v < 2: System R's 1/3.
+    selects = [n for n in post_order(plan.root) if isinstance(n, Select)]
+    assert [model.stats.selectivity(n) for n in selects] == pytest.approx([0.1, 1 / 3])
+    assert model.stats[selects[-1]].lambda_out == pytest.approx(100 * 0.1 / 3)
+
+
+@pytest.mark.parametrize("a, b, condition", [
+    (PlanCost(0.9, 5.0, 0), PlanCost(1.1, 0.1, 0), 1),  # feasible beats infeasible
+    (PlanCost(0.9, 2.0, 0), PlanCost(0.5, 3.0, 0), 2),  # both feasible: lower C_u
+    (PlanCost(1.5, 9.0, 0), PlanCost(2.0, 1.0, 0), 3),  # both infeasible: lower C_b
+])
+def test_definition_6_1(a, b, condition):
+    assert better(a, b) and not better(b, a)
+    objective = Objective()
+    assert objective.rank(a) < objective.rank(b)
+
+
+def test_without_feasibility_check_plans_rank_by_utilisation_alone():
+    a, b = PlanCost(0.9, 5.0, 0), PlanCost(1.1, 0.1, 0)
+    assert Objective(feasibility=False).rank(b) < Objective(feasibility=False).rank(a)
+
+
+def test_memory_budget_makes_plans_over_it_infeasible():
+    objective = Objective(memory_budget=1000)
+    small, large = PlanCost(0.5, 3.0, 800), PlanCost(0.2, 1.0, 1500)
+    assert objective.feasible(small) and not objective.feasible(large)
+    assert objective.effective_bottleneck(large) == pytest.approx(1.5)
+    assert objective.rank(small) < objective.rank(large)
+
+
+costs = st.builds(PlanCost, st.floats(0, 3), st.floats(0, 10), st.just(0.0))
+
+
+@given(costs, costs)
+def test_rank_orders_plans_as_definition_6_1(a, b):
+    objective = Objective()
+    if objective.rank(a) <= objective.rank(b):
+        assert better(a, b)
+    else:
+        assert better(b, a) and not better(a, b)
