@@ -94,6 +94,8 @@ class CostModel:
         self._db: dict[tuple[frozenset, bool], OperatorCost] = {}
         self._work: dict[Node, float] = {}
         self._signature: dict[Node, str] = {}
+        self._memory = {e: (profile.get(e, "memory", "bytes_per_tuple"),
+                            profile.get(e, "memory", "bytes_per_value")) for e in (SPARK, DUCKDB)}
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -101,8 +103,8 @@ class CostModel:
         return self.profile.coef(engine, function, name)
 
     def _bytes(self, engine: str, node: Node) -> float:
-        return (self.profile.get(engine, "memory", "bytes_per_tuple")
-                + self.profile.get(engine, "memory", "bytes_per_value") * len(node.columns))
+        per_tuple, per_value = self._memory[engine]
+        return per_tuple + per_value * len(node.columns)
 
     def _per_batch(self, engine: str, function: str) -> float:
         return self.profile.get(engine, function, "per_call") / self.span

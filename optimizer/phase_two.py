@@ -24,7 +24,7 @@ from optimizer.cost import DUCKDB, SPARK, ZERO, CostModel, Objective, PlanCost
 from optimizer.logical import LogicalPlan, Node, is_r2r
 from optimizer.physical import plan_cost, uniform
 
-ENGINE_ORDER = {SPARK: 0, DUCKDB: 1}  # ties are broken towards Spark, operator by operator
+ENGINES = (SPARK, DUCKDB)  # partial plans hold engine indexes: ties break towards Spark, in post-order
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class Partial:
     """A partial execution plan for the subtree of one operator."""
 
     root: int  # post-order index of the operator the partial plan is rooted at
-    engines: tuple[str, ...]  # engines of the subtree's R2R operators, in post-order
+    engines: tuple[int, ...]  # engines (indexes into ENGINES) of the subtree's operators, post-order
     closed: PlanCost  # cost of every operator whose cost is final
     open: frozenset[Node] | None  # members of the DB-op at the root, still growing
 
@@ -48,10 +48,6 @@ class SearchResult:
 def allowed_engines(plan: LogicalPlan, pinned: dict[str, str]) -> list[tuple[str, ...]]:
     return [(pinned[plan.ids[op]],) if plan.ids[op] in pinned else (SPARK, DUCKDB)
             for op in plan.operators]
-
-
-def _tiebreak(engines: tuple[str, ...]) -> tuple[int, ...]:
-    return tuple(ENGINE_ORDER[e] for e in engines)
 
 
 def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
@@ -76,7 +72,7 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
     def best_closed(candidates: list[Partial]) -> list[Partial]:
         """The DSPS-side survivors: one plan, or a memory Pareto set under a budget."""
         scored = sorted(((close(p), p) for p in candidates),
-                        key=lambda cp: (objective.rank(cp[0]), _tiebreak(cp[1].engines)))
+                        key=lambda cp: (objective.rank(cp[0]), cp[1].engines))
         survivors: list[tuple[PlanCost, Partial]] = []
         for cost, p in scored:
             if not any(objective.dominates(c, cost) for c, _ in survivors):
@@ -93,7 +89,7 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
                 closed = ZERO.add(u)
                 for p in combo:
                     closed = closed.combine(p.closed)
-                new.append(Partial(i, sum((p.engines for p in combo), ()) + (SPARK,), closed, None))
+                new.append(Partial(i, sum((p.engines for p in combo), ()) + (0,), closed, None))
             constructed += len(new)
             new = best_closed(new)
         if DUCKDB in allowed[i]:
@@ -103,14 +99,14 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
                     closed = closed.combine(p.closed)
                     if p.open is not None:
                         members |= p.open
-                new.append(Partial(i, sum((p.engines for p in combo), ()) + (DUCKDB,), closed,
+                new.append(Partial(i, sum((p.engines for p in combo), ()) + (1,), closed,
                                    frozenset(members)))
                 constructed += 1
         new = [p for p in new if keep(p)]
         if op in cut:
             # Decomposition: this subplan is optimised on its own, as if Spark consumed it.
             examined += len(new)
-            new = [min(new, key=lambda p: (objective.rank(close(p)), _tiebreak(p.engines)))]
+            new = [min(new, key=lambda p: (objective.rank(close(p)), p.engines))]
         plans[op] = new
 
     # Not empty: infeasible partial plans are dropped only when a feasible plan exists.
@@ -121,8 +117,8 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
         engine = SPARK if p.open is None else DUCKDB
         return close(p, to_sink=True).add(model.sink(plan.root, engine)).add(source)
 
-    best = min(finals, key=lambda p: (objective.rank(complete(p)), _tiebreak(p.engines)))
-    placement = {plan.ids[op]: e for op, e in zip(plan.operators, best.engines, strict=True)}
+    best = min(finals, key=lambda p: (objective.rank(complete(p)), p.engines))
+    placement = {plan.ids[op]: ENGINES[e] for op, e in zip(plan.operators, best.engines, strict=True)}
     return SearchResult(placement, examined, constructed, len(cut) + 1)
 
 
@@ -133,7 +129,7 @@ def exhaustive(plan: LogicalPlan, model: CostModel, objective: Objective,
     for engines in itertools.product(*allowed_engines(plan, pinned or {})):
         placement = {plan.ids[op]: e for op, e in zip(plan.operators, engines, strict=True)}
         cost = plan_cost(plan, placement, model)
-        key = (objective.rank(cost), _tiebreak(engines))
+        key = (objective.rank(cost), tuple(ENGINES.index(e) for e in engines))
         count += 1
         if best_key is None or key < best_key:
             best_key, best = key, placement

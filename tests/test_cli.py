@@ -1,0 +1,60 @@
+"""`tandem explain` as a user runs it: readable text, and JSON with the keys of DESIGN.md."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from tandem.cli import app
+
+runner = CliRunner()
+DESIGN_KEYS = {"placement", "operators", "bottleneck_cost", "utilization_cost", "feasible",
+               "plans_examined", "optimization_ms", "duckdb_sql"}
+
+
+def test_explain_json_has_the_contract_keys():
+    result = runner.invoke(app, ["explain", "queries/q1.sql", "--rate", "20000", "--json"])
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.output)
+    assert DESIGN_KEYS <= plan.keys()
+    assert set(plan["placement"].values()) <= {"spark", "duckdb"}
+    assert len(plan["placement"]) == 6
+    for op in plan["operators"]:
+        assert {"id", "kind", "engine", "lambda_in", "lambda_out", "u"} <= op.keys()
+    assert plan["plans_examined"] == {"pruned": plan["plans_examined"]["pruned"], "exhaustive": None}
+    assert plan["bottleneck_cost"] == max(op["u"] for op in plan["operators"])
+    db_ops = [op["id"] for op in plan["operators"] if op["kind"] == "db-op"]
+    assert sorted(plan["duckdb_sql"]) == sorted(db_ops)
+    assert plan["feasible"] is (plan["bottleneck_cost"] <= 1)
+
+
+def test_explain_text_shows_engines_costs_search_and_sql():
+    result = runner.invoke(app, ["explain", "q1", "--rate", "20000", "--exhaustive"])
+    assert result.exit_code == 0, result.output
+    out = result.output
+    for phrase in ("spark", "duckdb", "λin", "u ", "C_b", "C_u", "feasible", "state memory",
+                   "plans examined", "64 exhaustive, same plan", "optimisation time",
+                   "DuckDB SQL", "WITH"):
+        assert phrase in out
+
+
+def test_exhaustive_and_placement_switches(tmp_path):
+    pinned = runner.invoke(app, ["explain", "q3", "--placement", "join_1=spark", "--json",
+                                 "--exhaustive", "--no-feasibility"])
+    plan = json.loads(pinned.output)
+    assert plan["placement"]["join_1"] == "spark"
+    assert plan["plans_examined"]["exhaustive"] == 32  # join_1 pinned: 2^5 placements
+    assert plan["exhaustive_agrees"] is True and plan["feasibility_check"] is False
+    bad = runner.invoke(app, ["explain", "q3", "--placement", "join_9=spark"])
+    assert bad.exit_code == 2 and "no operator 'join_9'" in bad.output
+
+
+def test_memory_budget_can_make_a_plan_infeasible():
+    ok = json.loads(runner.invoke(app, ["explain", "q1", "--json"]).output)
+    tight = runner.invoke(app, ["explain", "q1", "--json", "--memory-budget", "1MB",
+                                "--placement", "duckdb"])
+    plan = json.loads(tight.output)
+    assert plan["memory_bytes"] > 1e6 and plan["feasible"] is False and ok["feasible"] is True
+    bad = runner.invoke(app, ["explain", "q1", "--memory-budget", "lots"])
+    assert bad.exit_code == 2 and "--memory-budget" in bad.output

@@ -1,0 +1,113 @@
+"""The DuckDB SQL of a DB-op computes the fragment's rows for every requested window_end.
+
+The inputs are filled by hand, as the MIG operator would fill them, and the expected rows are
+worked out by hand from the semantics of DESIGN.md."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import duckdb
+import pytest
+import sqlglot
+
+from columnar.fragment_sql import fragments
+from optimizer import optimize
+from tests.conftest import query_sql
+
+T0 = dt.datetime(2014, 9, 1)
+# (id, seconds after T0, value, property, plug_id, household_id, house_id)
+READINGS = [
+    (1, 10, 10.0, 1, 1, 1, 1), (2, 20, 100.0, 1, 1, 1, 1), (3, 30, 95.0, 1, 1, 1, 1),
+    (4, 40, 50.0, 1, 1, 1, 1), (5, 12, 999.0, 0, 1, 1, 1), (6, 15, 5.0, 1, 2, 1, 1),
+    (7, 25, 5.0, 1, 2, 1, 1), (8, 26, 999.0, 0, 2, 1, 1),
+]
+WINDOW_ENDS = [25, 60, 330]
+TYPES = {"ts": "TIMESTAMP", "window_end": "TIMESTAMP", "value": "DOUBLE", "max_5m": "DOUBLE",
+         "avg_5m": "DOUBLE"}  # everything else is an integer id
+
+
+def at(seconds: int) -> dt.datetime:
+    return T0 + dt.timedelta(seconds=seconds)
+
+
+def run_fragment(fragment, tables: dict[str, list[tuple]]) -> list[tuple]:
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute("CREATE TABLE window_ends (window_end TIMESTAMP)")
+    con.executemany("INSERT INTO window_ends VALUES (?)", [(at(s),) for s in WINDOW_ENDS])
+    for table in fragment.inputs:
+        columns = ", ".join(f"{c} {TYPES.get(c, 'BIGINT')}" for c in table.columns)
+        con.execute(f"CREATE TABLE {table.table} ({columns})")
+        rows = tables[table.table]
+        if rows:
+            marks = ", ".join("?" for _ in table.columns)
+            con.executemany(f"INSERT INTO {table.table} VALUES ({marks})", rows)
+    return sorted(con.execute(fragment.sql).fetchall())
+
+
+def stream_rows(keep=lambda r: True):
+    return [(i, at(s), v, p, plug, hh, h) for i, s, v, p, plug, hh, h in READINGS if keep((i, s, v, p))]
+
+
+Q1_EXPECTED = sorted([
+    # window_end 25 s: plug 1 saw 10 and 100 (max 100, one above 90); plug 2 saw 5 (one above 4.5)
+    (1, 1, 1, at(25), 1), (1, 1, 2, at(25), 1),
+    # window_end 60 s: plug 1 saw 10, 100, 95, 50 (two above 90); plug 2 saw 5, 5 (both above 4.5)
+    (1, 1, 1, at(60), 2), (1, 1, 2, at(60), 2),
+    # window_end 330 s: [30 s, 330 s) holds 95 and 50 of plug 1 (one above 85.5); plug 2 nothing
+    (1, 1, 1, at(330), 1),
+])
+
+
+@pytest.mark.parametrize("placement, table, keep", [
+    ("duckdb", "in_window_1", lambda r: True),
+    ("select_1=spark,select_2=spark,aggregate_1=duckdb,join_1=duckdb,select_3=duckdb,"
+     "aggregate_2=duckdb", "in_select_1", lambda r: r[3] == 1),
+])
+def test_q1_fragment_gives_the_hand_computed_counts(catalog, profile, placement, table, keep):
+    result = optimize(query_sql("q1"), catalog, profile, 1000, placement=placement)
+    [fragment] = fragments(result.plan)
+    assert [t.table for t in fragment.inputs] == [table]  # the CTE read twice moves once
+    assert run_fragment(fragment, {table: stream_rows(keep)}) == Q1_EXPECTED
+
+
+def test_q3_fragment_reads_a_spark_aggregate_tagged_with_window_end(catalog, profile):
+    placement = ("select_1=spark,aggregate_1=spark,select_2=spark,aggregate_2=duckdb,"
+                 "join_1=duckdb,project_1=duckdb")
+    result = optimize(query_sql("q3"), catalog, profile, 1000, placement=placement)
+    [fragment] = fragments(result.plan)
+    assert {t.table: t.window_size for t in fragment.inputs} == {"in_aggregate_1": None,
+                                                                 "in_select_2": 60}
+    five_minutes = [(1, 1, 1, at(60), 100.0, 63.75), (1, 1, 2, at(60), 5.0, 5.0)]
+    rows = run_fragment(fragment, {
+        "in_aggregate_1": five_minutes,
+        "in_select_2": stream_rows(lambda r: r[3] == 1),
+    })
+    # window_end 60 s: the last minute holds the same loads as the last five minutes.
+    assert rows == [
+        (1, 1, 1, at(60), 100.0, 100.0, 63.75, 63.75, 0.0, 0.0),
+        (1, 1, 2, at(60), 5.0, 5.0, 5.0, 5.0, 0.0, 0.0),
+    ]
+
+
+@pytest.mark.parametrize("name", ["q1", "q2", "q3", "q4", "q5", "q6", "j5"])
+def test_fragment_sql_is_duckdb_sql_that_sqlglot_transpiles(catalog, profile, name):
+    for placement in ("duckdb", "auto"):
+        result = optimize(query_sql(name), catalog, profile, 20_000, placement=placement)
+        for fragment in fragments(result.plan):
+            for dialect in ("spark", "postgres"):
+                assert sqlglot.transpile(fragment.sql, read="duckdb", write=dialect)
+            duckdb.connect().execute("EXPLAIN " + _with_empty_inputs(fragment))
+
+
+def _with_empty_inputs(fragment) -> str:
+    """The fragment's SQL over empty inputs of the right shape, so DuckDB plans it for real."""
+    ctes = ["window_ends AS (SELECT NULL::TIMESTAMP AS window_end WHERE false)"]
+    for table in fragment.inputs:
+        cols = ", ".join(f"NULL::{'TIMESTAMP' if c in ('ts', 'window_end') else 'DOUBLE'} AS {c}"
+                         for c in table.columns)
+        ctes.append(f"{table.table} AS (SELECT {cols} WHERE false)")
+    body = fragment.sql
+    assert body.startswith("WITH ")
+    return "WITH " + ", ".join(ctes) + ", " + body[len("WITH "):]
