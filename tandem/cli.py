@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -72,6 +73,14 @@ def _bytes(x: float) -> str:
     return ""
 
 
+def _short(path: Path) -> str:
+    """A path relative to the working directory when it lies below it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def render(result: Explanation) -> None:
     o = result.optimization
     plan, logical = o.plan, o.logical
@@ -92,8 +101,9 @@ def render(result: Explanation) -> None:
         op = by_member.get(op_id)
         if op is not None and op.kind == "db-op" and op.id != fragment:
             branch = branch.add(
-                f"[{ENGINE_STYLE['duckdb']}]{op.id}[/]  DB-op of {len(op.members)} operators, "
-                f"one DuckDB query  λin {_fmt(op.lambda_in)}  λout {_fmt(op.lambda_out)}  "
+                f"[{ENGINE_STYLE['duckdb']}]{op.id}[/]  DB-op: {len(op.members)} "
+                f"operator{'s' if len(op.members) > 1 else ''} in one DuckDB query  "
+                f"λin {_fmt(op.lambda_in)}  λout {_fmt(op.lambda_out)}  "
                 f"u {op.u:.4f}")
             fragment = op.id
         elif op is None or op.kind != "db-op":
@@ -107,7 +117,7 @@ def render(result: Explanation) -> None:
     tree = Tree(f"sink → DuckDB results table  u {sink.u:.4f}")
     grow(tree, logical.root, None)
     console.print(f"[bold]{result.query}[/] at {_fmt(o.rate)} tuples/s "
-                  f"(profile: {result.profile}, catalog: {result.catalog})")
+                  f"(profile: {_short(result.profile)}, catalog: {_short(result.catalog)})")
     console.print(tree)
     console.print(f"source (Spark gateway)  λ {_fmt(source.lambda_out)}  u {source.u:.4f}")
 
@@ -115,9 +125,10 @@ def render(result: Explanation) -> None:
     feasible = "[green]yes[/]" if o.feasible else "[red]no[/]"
     summary.add_row("C_b (bottleneck, Eq. 6.5)", f"{plan.cost.bottleneck:.4f}")
     summary.add_row("C_u (utilisation, Eq. 6.6)", f"{plan.cost.utilization:.4f}")
-    summary.add_row("feasible (C_b ≤ 1)" + ("" if o.objective.feasibility else ", not checked"),
-                    feasible)
     budget = o.objective.memory_budget
+    condition = "C_b ≤ 1" + (", memory ≤ budget" if budget else "")
+    summary.add_row(f"feasible ({condition})" + ("" if o.objective.feasibility else ", not checked"),
+                    feasible)
     summary.add_row("state memory (Zhu Eq. 4.3–4.5)",
                     _bytes(plan.cost.memory) + (f" of {_bytes(budget)} budget" if budget else ""))
     exhaustive = "not run (--exhaustive)" if o.exhaustive_examined is None else (

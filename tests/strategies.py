@@ -65,4 +65,4 @@ def search_problems(draw, max_operators: int = 14):
 def close(a: tuple, b: tuple) -> bool:
     return len(a) == len(b) and all(
         x == y if isinstance(x, int) else math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12)
-        for x, y in zip(a, b))
+        for x, y in zip(a, b, strict=True))
