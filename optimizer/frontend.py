@@ -93,6 +93,7 @@ class _Item:
     node: Node
     # column name -> flat name in the combined relation; None marks a clash that needs a rename
     columns: dict[str, str | None] = field(default_factory=dict)
+    source: exp.Expression | None = None  # the FROM item as written, for error positions
 
 
 class _Scope:
@@ -256,16 +257,17 @@ class _Planner:
             if not table.alias:
                 raise fail("a subquery in FROM needs an alias", table)
             node = self.query(table.this, ctes)
-            return _Item(table.alias.lower(), node, {c: c for c in node.columns})
+            return _Item(table.alias.lower(), node, {c: c for c in node.columns}, table)
         if not isinstance(table, exp.Table):
             raise fail(f"{type(table).__name__} in FROM is not supported", table)
         if isinstance(table.this, exp.Anonymous) or isinstance(table.this, exp.Func):
             node = self.window(table.this)
-            return _Item((table.alias or node.stream).lower(), node, {c: c for c in node.columns})
+            return _Item((table.alias or node.stream).lower(), node, {c: c for c in node.columns},
+                         table)
         name = table.name.lower()
         if name in ctes:
             node = self.query(ctes[name], {k: v for k, v in ctes.items() if k != name})
-            return _Item((table.alias or name).lower(), node, {c: c for c in node.columns})
+            return _Item((table.alias or name).lower(), node, {c: c for c in node.columns}, table)
         if self.catalog.stream(name):
             raise fail(f"stream {name!r} must be windowed: FROM HOP({name}, ts, slide, size) or "
                        f"TUMBLE({name}, ts, size)", table)
@@ -337,6 +339,11 @@ class _Planner:
                 keys[join_index].append((a, b))
             else:
                 theta[join_index].append(part)
+
+        for i in range(1, len(items)):
+            if not keys[i] and not theta[i]:
+                raise fail("the join condition must relate both inputs: cross products are not "
+                           "supported", items[i].source, "JOIN")
 
         def pushed(i: int) -> Node:
             return _selected(items[i].node, [_Scope([items[i]]).rewrite(p) for p in local[i]])

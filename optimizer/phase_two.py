@@ -54,6 +54,8 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
                   pinned: dict[str, str] | None = None,
                   decompose_above: int | None = None) -> SearchResult:
     pinned = pinned or {}
+    if not plan.operators:
+        return SearchResult({}, 1, 0, 1)  # only a window: nothing to place
     allowed = allowed_engines(plan, pinned)
     source = model.source(plan.streams)
     prune_infeasible = objective.feasibility and _known_feasible(plan, model, objective, pinned)

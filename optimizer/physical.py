@@ -59,7 +59,7 @@ def plan_cost(plan: LogicalPlan, placement: dict[str, str], model: CostModel) ->
             cost = cost.add(model.dsps(op))
     for root, fragment in db_fragments(plan, placement).items():
         cost = cost.add(model.db(fragment, root, to_sink=root is plan.root))
-    return cost.add(model.sink(plan.root, placement[plan.ids[plan.root]]))
+    return cost.add(model.sink(plan.root, root_engine(plan, placement)))
 
 
 def evaluate(plan: LogicalPlan, placement: dict[str, str], model: CostModel) -> PhysicalPlan:
@@ -93,10 +93,15 @@ def evaluate(plan: LogicalPlan, placement: dict[str, str], model: CostModel) -> 
                 owner[op], "db-op", DUCKDB, tuple(plan.ids[m] for m in plan.operators if m in fragment),
                 tuple(physical_input(i) for i in inputs), sum(st[i].lambda_out for i in inputs),
                 st[op].lambda_out, c.u, c.memory))
-    sink = model.sink(plan.root, placement[plan.ids[plan.root]])
+    sink = model.sink(plan.root, root_engine(plan, placement))
     ops.append(PhysicalOperator("sink", "sink", DUCKDB, (), (physical_input(plan.root),),
                                 st[plan.root].lambda_out, st[plan.root].lambda_out, sink.u, 0.0))
     return PhysicalPlan(plan, dict(placement), tuple(ops), plan_cost(plan, placement, model))
+
+
+def root_engine(plan: LogicalPlan, placement: dict[str, str]) -> str:
+    """Where the result is produced; a query that only windows a stream ends in Spark."""
+    return placement.get(plan.ids[plan.root], SPARK)
 
 
 def uniform(plan: LogicalPlan, engine: str) -> dict[str, str]:

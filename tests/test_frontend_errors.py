@@ -43,6 +43,8 @@ CASES = [
      "'value' must appear in GROUP BY", "value"),
     (f"SELECT * FROM {HOP} WHERE plug_id IN (SELECT plug_id FROM {HOP})", "IN (subquery)", "IN ("),
     (f"SELECT * FROM {HOP} AS a JOIN {HOP} AS b", "needs ON or USING", "JOIN"),
+    (f"SELECT a.id FROM {HOP} AS a JOIN {HOP} AS b ON b.value > 1", "must relate both inputs",
+     "JOIN"),
     ("INSERT INTO results SELECT 1", "only SELECT queries", "INSERT"),
     (f"SELECT * FROM {HOP}; SELECT * FROM {HOP}", "one statement per query", "SELECT", 1),
     (f"SELECT plug_id, value * 2 FROM {HOP}", "needs a name", "value * 2"),

@@ -70,6 +70,13 @@ def test_large_plans_are_decomposed_into_subplans(catalog, profile):
     assert objective.rank(whole.plan.cost) <= objective.rank(split.plan.cost)
 
 
+def test_a_query_that_only_windows_a_stream_has_nothing_to_place(catalog, profile):
+    result = optimize("SELECT * FROM HOP(plugs, ts, INTERVAL '1' SECOND, INTERVAL '1' MINUTE)",
+                      catalog, profile, exhaustive_check=True)
+    assert result.plan.placement == {} and result.exhaustive_examined == 1
+    assert [op.kind for op in result.plan.operators] == ["source", "sink"]
+
+
 def test_pins_are_respected(catalog, profile):
     result = optimize(query_sql("q3"), catalog, profile, 40_000,
                       placement="join_1=spark,project_1=duckdb", exhaustive_check=True)
