@@ -3,12 +3,12 @@ predicate selectivities), read from a TOML catalog such as ``queries/catalog.tom
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from optimizer.errors import CatalogError
 from optimizer.expressions import predicate_key
+from optimizer.tomlfile import read_toml
 
 
 def column_set_key(columns) -> frozenset[str]:
@@ -52,12 +52,7 @@ class Catalog:
 
 def load_catalog(path: str | Path) -> Catalog:
     path = Path(path)
-    try:
-        raw = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise CatalogError(f"catalog {path} not found: pass --catalog or set TANDEM_CATALOG") from None
-    except tomllib.TOMLDecodeError as err:
-        raise CatalogError(f"catalog {path} is not valid TOML: {err}") from None
+    raw = read_toml(path, "catalog", "pass --catalog or set TANDEM_CATALOG")
     return parse_catalog(raw, str(path))
 
 

@@ -238,17 +238,14 @@ class _Planner:
                 on_parts.append((exp.EQ(this=left, expression=exp.column(name, table=items[-1].qualifier)),
                                  len(items) - 1))
             on_parts += [(c, len(items) - 1) for c in conjuncts(join.args.get("on"))]
-        self._check_slides(items, select)
+        for item in items[1:]:
+            if item.node.slide != items[0].node.slide:
+                raise fail("joined windows must share one slide (their window_end values must "
+                           "align)", item.source)
         scope = _Scope(items, using)
         where = conjuncts(select.args["where"].this) if select.args.get("where") else []
         node = self.joins(items, scope, on_parts, where)
         return self.aggregate_and_project(select, node, scope)
-
-    def _check_slides(self, items: list[_Item], select: exp.Select) -> None:
-        slides = {i.node.slide for i in items}
-        if len(slides) > 1:
-            raise fail("joined windows must share one slide (their window_end values must align)",
-                       select.args.get("joins")[0])
 
     # -- FROM -------------------------------------------------------------------------------
 
@@ -260,7 +257,7 @@ class _Planner:
             return _Item(table.alias.lower(), node, {c: c for c in node.columns}, table)
         if not isinstance(table, exp.Table):
             raise fail(f"{type(table).__name__} in FROM is not supported", table)
-        if isinstance(table.this, exp.Anonymous) or isinstance(table.this, exp.Func):
+        if isinstance(table.this, exp.Func):  # a table function: HOP or TUMBLE
             node = self.window(table.this)
             return _Item((table.alias or node.stream).lower(), node, {c: c for c in node.columns},
                          table)

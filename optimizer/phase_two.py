@@ -12,7 +12,7 @@ With a feasible query (the pure-Spark or the pure-DuckDB plan is feasible), part
 are already infeasible are dropped too ("Other Pruning Methods"). Plans with more R2R operators
 than ``decompose_above`` are cut into subplans that are optimised in post-order (Sec. 6.4.1).
 
-``exhaustive`` enumerates all 2^n placements: it verifies the pruned search and serves small plans.
+``exhaustive`` enumerates all 2^n placements: it verifies the pruned search.
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
 
 def exhaustive(plan: LogicalPlan, model: CostModel, objective: Objective,
                pinned: dict[str, str] | None = None) -> SearchResult:
-    """All 2^n placements, each costed from scratch by ``physical.evaluate``."""
+    """All 2^n placements (fewer with pins), each costed from scratch by ``physical.plan_cost``."""
     best_key, best, count = None, None, 0
     for engines in itertools.product(*allowed_engines(plan, pinned or {})):
         placement = {plan.ids[op]: e for op, e in zip(plan.operators, engines, strict=True)}

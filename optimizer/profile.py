@@ -5,11 +5,11 @@ until a machine has been calibrated."""
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from optimizer.errors import CatalogError
+from optimizer.tomlfile import read_toml
 
 DEFAULT_PROFILE = Path(__file__).with_name("default_profile.toml")
 ENGINES = ("spark", "duckdb")
@@ -37,12 +37,7 @@ class Profile:
 
 def load_profile(path: str | Path | None = None) -> Profile:
     path = Path(path) if path else DEFAULT_PROFILE
-    try:
-        raw = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise CatalogError(f"profile {path} not found: pass --profile or set TANDEM_PROFILE") from None
-    except tomllib.TOMLDecodeError as err:
-        raise CatalogError(f"profile {path} is not valid TOML: {err}") from None
+    raw = read_toml(path, "profile", "pass --profile or set TANDEM_PROFILE")
     functions: dict[str, dict[str, dict[str, float]]] = {}
     for engine in ENGINES:
         for function, coefficients in raw.get(engine, {}).items():
