@@ -41,6 +41,16 @@ ZERO = PlanCost(0.0, 0.0, 0.0)
 
 
 @dataclass(frozen=True)
+class Fragment:
+    """What a DB-op's cost depends on besides its root: the distinct relations it reads from
+    Spark (by structural signature) and the seconds one evaluation spends on its operators.
+    Phase two grows it operator by operator instead of rescanning the members."""
+
+    inputs: frozenset[str]
+    work: float
+
+
+@dataclass(frozen=True)
 class Objective:
     """How plans are compared: Definition 6.1, optionally with a memory budget, or by C_u alone
     for the ablation of Sec. 6.4.3."""
@@ -91,9 +101,11 @@ class CostModel:
         self.profile = profile
         self.span = span or profile.micro_batch_seconds  # event time per micro-batch
         self._dsps: dict[Node, OperatorCost] = {}
-        self._db: dict[tuple[frozenset, bool], OperatorCost] = {}
+        self._db: dict[tuple[Fragment, Node, bool], OperatorCost] = {}
         self._work: dict[Node, float] = {}
         self._signature: dict[Node, str] = {}
+        self._by_signature: dict[str, Node] = {}
+        self._inputs: dict[str, tuple[float, float]] = {}
         self._memory = {e: (profile.get(e, "memory", "bytes_per_tuple"),
                             profile.get(e, "memory", "bytes_per_value")) for e in (SPARK, DUCKDB)}
 
@@ -170,39 +182,52 @@ class CostModel:
         """A DB-op: the connected R2R fragment ``members`` (whose output is ``root``'s) evaluated
         as one SQL query in DuckDB. ``to_sink``: its result stays in DuckDB, in the results
         table, instead of returning to Spark."""
-        key = (members, to_sink)
-        found = self._db.get(key)
-        if found is None:
-            found = self._db[key] = self._db_cost(members, root, to_sink)
-        return found
+        inputs = frozenset(self.signature(c) for m in members for c in m.inputs if c not in members)
+        return self.db_cost(Fragment(inputs, sum(self.db_work(m) for m in members)), root, to_sink)
 
     def db_inputs(self, members: frozenset[Node]) -> list[Node]:
         """The distinct relations a DB-op reads from Spark; two copies of one CTE move once."""
-        seen: dict[str, Node] = {}
-        for m in members:
-            for child in m.inputs:
-                if child not in members:
-                    key = self._signature.get(child)
-                    if key is None:
-                        key = self._signature[child] = signature(child)
-                    seen.setdefault(key, child)
-        return list(seen.values())
+        inputs = {self.signature(c) for m in members for c in m.inputs if c not in members}
+        return [self._by_signature[s] for s in sorted(inputs)]
 
-    def _db_cost(self, members: frozenset[Node], root: Node, to_sink: bool) -> OperatorCost:
+    def signature(self, node: Node) -> str:
+        found = self._signature.get(node)
+        if found is None:
+            found = self._signature[node] = signature(node)
+            self._by_signature.setdefault(found, node)
+        return found
+
+    def db_cost(self, fragment: Fragment, root: Node, to_sink: bool = False) -> OperatorCost:
+        """Transfer in + SQL evaluation + transfer out of a DB-op summarised by ``fragment``."""
+        key = (fragment, root, to_sink)
+        found = self._db.get(key)
+        if found is not None:
+            return found
         st = self.stats
-        inputs = self.db_inputs(members)
-        transfer_in = sum(st[i].lambda_out for i in inputs) * self._c(DUCKDB, "transfer_in", "per_tuple") \
-            + len(inputs) * self._per_batch(DUCKDB, "transfer_in")
-        evaluation = self._c(DUCKDB, "query", "per_call") + sum(self._db_work(m) for m in members)
+        terms = [self._input_term(s) for s in fragment.inputs]
+        transfer_in = (sum(lam for lam, _ in terms) * self._c(DUCKDB, "transfer_in", "per_tuple")
+                       + len(terms) * self._per_batch(DUCKDB, "transfer_in"))
+        evaluation = self._c(DUCKDB, "query", "per_call") + fragment.work
         out = st[root]
         transfer_out = 0.0 if to_sink else (
             out.lambda_out * self._c(DUCKDB, "transfer_out", "per_tuple")
             + out.n_slide * self._c(DUCKDB, "transfer_out", "per_call"))
         u = transfer_in + out.n_slide * evaluation + transfer_out
-        memory = sum(st[i].cardinality * self._bytes(DUCKDB, i) for i in inputs)
-        return OperatorCost(u, memory)
+        memory = sum(state for _, state in terms)
+        found = self._db[key] = OperatorCost(u, memory)
+        return found
 
-    def _db_work(self, node: Node) -> float:
+    def _input_term(self, signature_: str) -> tuple[float, float]:
+        """Tuples per second a DB-op input moves into DuckDB, and the bytes of its window there."""
+        found = self._inputs.get(signature_)
+        if found is None:
+            node = self._by_signature[signature_]
+            estimate = self.stats[node]
+            found = self._inputs[signature_] = (
+                estimate.lambda_out, estimate.cardinality * self._bytes(DUCKDB, node))
+        return found
+
+    def db_work(self, node: Node) -> float:
         found = self._work.get(node)
         if found is None:
             found = self._work[node] = self._db_work_of(node)

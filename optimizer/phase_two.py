@@ -20,7 +20,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from optimizer.cost import DUCKDB, SPARK, ZERO, CostModel, Objective, PlanCost
+from optimizer.cost import DUCKDB, SPARK, ZERO, CostModel, Fragment, Objective, PlanCost
 from optimizer.logical import LogicalPlan, Node, is_r2r
 from optimizer.physical import plan_cost, uniform
 
@@ -34,7 +34,7 @@ class Partial:
     root: int  # post-order index of the operator the partial plan is rooted at
     engines: tuple[int, ...]  # engines (indexes into ENGINES) of the subtree's operators, post-order
     closed: PlanCost  # cost of every operator whose cost is final
-    open: frozenset[Node] | None  # members of the DB-op at the root, still growing
+    open: Fragment | None  # the DB-op at the root, still growing
 
 
 @dataclass(frozen=True)
@@ -66,15 +66,19 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
     def close(p: Partial, to_sink: bool = False) -> PlanCost:
         if p.open is None:
             return p.closed
-        return p.closed.add(model.db(p.open, plan.operators[p.root], to_sink))
+        return p.closed.add(model.db_cost(p.open, plan.operators[p.root], to_sink))
 
     def keep(p: Partial) -> bool:
         return not prune_infeasible or objective.feasible(p.closed.add(source))
 
     def best_closed(candidates: list[Partial]) -> list[Partial]:
         """The DSPS-side survivors: one plan, or a memory Pareto set under a budget."""
-        scored = sorted(((close(p), p) for p in candidates),
-                        key=lambda cp: (objective.rank(cp[0]), cp[1].engines))
+        scored = [(close(p), p) for p in candidates]
+        order = lambda cp: (objective.rank(cp[0]), cp[1].engines)  # noqa: E731
+        if objective.memory_budget is None:
+            cost, p = min(scored, key=order)
+            return [Partial(p.root, p.engines, cost, None)]
+        scored.sort(key=order)
         survivors: list[tuple[PlanCost, Partial]] = []
         for cost, p in scored:
             if not any(objective.dominates(c, cost) for c, _ in survivors):
@@ -95,14 +99,18 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
             constructed += len(new)
             new = best_closed(new)
         if DUCKDB in allowed[i]:
+            external = frozenset(model.signature(c) for c in op.inputs if not is_r2r(c))
             for combo in itertools.product(*child_plans):
-                closed, members = ZERO, {op}
-                for p in combo:
+                closed, inputs, work = ZERO, external, model.db_work(op)
+                for child, p in zip(children, combo, strict=True):
                     closed = closed.combine(p.closed)
-                    if p.open is not None:
-                        members |= p.open
+                    if p.open is None:  # a Spark operator feeds the DB-op
+                        inputs |= {model.signature(child)}
+                    else:  # the child's DB-op grows into this one
+                        inputs |= p.open.inputs
+                        work += p.open.work
                 new.append(Partial(i, sum((p.engines for p in combo), ()) + (1,), closed,
-                                   frozenset(members)))
+                                   Fragment(inputs, work)))
                 constructed += 1
         new = [p for p in new if keep(p)]
         if op in cut:
