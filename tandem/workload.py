@@ -1,0 +1,169 @@
+"""A deterministic smart-plug stream with the shape of DEBS 2014 (the real data is not here).
+
+40 houses of 10 households each, 2125 plugs. Every plug reports its load (property 1, W) and
+its cumulative work (property 0, kWh) in turn, so half of the readings are loads. A plug has a
+base load drawn once; minute by minute it is off (load 0), normal (base ± 10 %) or in a burst
+(2-5 × base). Event i of the stream is reading i mod (2 × plugs) of the round robin, at
+``start + i / rate``: any rate and duration, and the same events whatever the batch boundaries,
+because every random number is a hash of (seed, what it is for).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+DEBS_START = 1377986400  # 2013-09-01 00:00 CEST (22:00 UTC the day before): where DEBS 2014 starts
+HOUSES = 40
+HOUSEHOLDS_PER_HOUSE = 10
+PLUGS = 2125
+SEGMENT_SECONDS = 60  # a plug keeps its state (off, normal, burst) for a minute
+P_OFF, P_BURST = 0.15, 0.10
+
+SCHEMA = pa.schema([
+    ("id", pa.int64()),
+    ("ts", pa.timestamp("us")),  # UTC, without a zone: both engines are pinned to UTC
+    ("value", pa.float64()),
+    ("property", pa.int32()),
+    ("plug_id", pa.int32()),
+    ("household_id", pa.int32()),
+    ("house_id", pa.int32()),
+])
+CSV_HEADER = ("id", "timestamp", "value", "property", "plug_id", "household_id", "house_id")
+
+_MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64: a counter-based hash, so any event's random numbers can be drawn alone."""
+    with np.errstate(over="ignore"):
+        z = (x.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)) & _MASK
+        z = ((z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)) & _MASK
+        z = ((z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)) & _MASK
+        return z ^ (z >> np.uint64(31))
+
+
+def _uniform(seed: int, purpose: int, counter: np.ndarray) -> np.ndarray:
+    """Uniform [0, 1) numbers for (seed, purpose, counter)."""
+    with np.errstate(over="ignore"):
+        key = _mix(np.asarray(counter, dtype=np.uint64)
+                   ^ _mix(np.array([seed * 1_000_003 + purpose], dtype=np.uint64)))
+    return (key >> np.uint64(11)).astype(np.float64) * 2.0**-53
+
+
+@dataclass(frozen=True)
+class SmartPlugs:
+    """The stream at ``rate`` events per second, from ``start`` (Unix seconds)."""
+
+    rate: float
+    seed: int = 2014
+    start: int = DEBS_START
+    houses: int = HOUSES
+    households_per_house: int = HOUSEHOLDS_PER_HOUSE
+    plugs: int = PLUGS  # tests use a few plugs, so that each reports often at a low rate
+
+    def __post_init__(self):
+        if self.plugs < self.houses * self.households_per_house:
+            raise ValueError("every household needs a plug: plugs >= houses * households_per_house")
+
+    @cached_property
+    def topology(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(house_id, household_id, plug_id) of every plug; plug ids count within a household."""
+        households = self.houses * self.households_per_house
+        # Every household has a plug; the others go where a hash sends them.
+        extra = (_uniform(self.seed, 1, np.arange(self.plugs - households)) * households).astype(int)
+        owner = np.concatenate([np.arange(households), extra])
+        owner.sort(kind="stable")
+        plug_id = np.zeros(self.plugs, dtype=np.int32)
+        for h in range(households):  # 400 households: cheap, once
+            idx = np.flatnonzero(owner == h)
+            plug_id[idx] = np.arange(len(idx))
+        return ((owner // self.households_per_house).astype(np.int32),
+                (owner % self.households_per_house).astype(np.int32), plug_id)
+
+    @cached_property
+    def base_load(self) -> np.ndarray:
+        """A log-normal base load per plug, median about 33 W."""
+        u = _uniform(self.seed, 2, np.arange(self.plugs)).clip(1e-12, 1 - 1e-12)
+        v = _uniform(self.seed, 3, np.arange(self.plugs)).clip(1e-12, 1 - 1e-12)
+        normal = np.sqrt(-2 * np.log(u)) * np.cos(2 * math.pi * v)  # Box-Muller
+        return np.exp(3.5 + 1.0 * normal)
+
+    def events(self, first: int, last: int) -> pa.Table:
+        """Events first, first + 1, ..., last - 1 of the stream, as Arrow."""
+        i = np.arange(first, last, dtype=np.int64)
+        slot = i % (2 * self.plugs)
+        plug = slot // 2
+        load = slot % 2 == 0
+        if float(self.rate).is_integer():  # exact integer arithmetic where it is possible
+            offset_us = (i * 1_000_000) // int(self.rate)
+        else:
+            offset_us = np.floor(i * (1e6 / self.rate)).astype(np.int64)
+        ts_us = self.start * 1_000_000 + offset_us
+        seconds = (ts_us - self.start * 1_000_000) / 1e6
+        segment = (seconds // SEGMENT_SECONDS).astype(np.int64)
+        state = _uniform(self.seed, 4, segment * self.plugs + plug)
+        burst = 2 + 3 * _uniform(self.seed, 5, segment * self.plugs + plug)
+        noise = 1 + 0.1 * (2 * _uniform(self.seed, 6, i) - 1)
+        base = self.base_load[plug]
+        watts = np.where(state < P_OFF, 0.0,
+                         np.where(state < P_OFF + P_BURST, base * burst, base * noise))
+        kwh = base * (seconds + 3600 * 24 * _uniform(self.seed, 7, plug)) / 3.6e6
+        house, household, plug_id = self.topology
+        return pa.table({
+            "id": pa.array(i),
+            "ts": pa.array(ts_us, type=pa.timestamp("us")),
+            "value": pa.array(np.round(np.where(load, watts, kwh), 3)),
+            "property": pa.array(load.astype(np.int32)),
+            "plug_id": pa.array(plug_id[plug]),
+            "household_id": pa.array(household[plug]),
+            "house_id": pa.array(house[plug]),
+        }, schema=SCHEMA)
+
+    def index_at(self, seconds: float) -> int:
+        """The first event at or after ``seconds`` into the stream."""
+        return math.ceil(seconds * self.rate - 1e-9)
+
+    def between(self, begin: float, end: float) -> pa.Table:
+        """The events of event-time seconds [begin, end) after the start."""
+        return self.events(self.index_at(begin), self.index_at(end))
+
+    def batches(self, duration: float, span: float = 1.0) -> Iterator[pa.Table]:
+        """``duration`` seconds of events in micro-batches of ``span`` seconds of event time."""
+        steps = math.ceil(duration / span - 1e-9)
+        for k in range(steps):
+            yield self.between(k * span, min((k + 1) * span, duration))
+
+    def write_csv(self, directory: str | Path, duration: float, file_seconds: float = 60.0
+                  ) -> list[Path]:
+        """DEBS 2014 CSV files, ``file_seconds`` of event time each. Timestamps are Unix seconds,
+        with a fraction where the rate puts several readings of a plug in one second."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        paths = []
+        for n, table in enumerate(self.batches(duration, file_seconds)):
+            path = directory / f"plugs-{self.start + int(n * file_seconds)}.csv"
+            ts_us = table.column("ts").cast(pa.int64()).to_numpy()
+            columns = [table.column(c).to_pylist() for c in SCHEMA.names]
+            with path.open("w", newline="") as f:
+                writer = csv.writer(f)
+                writer.writerow(CSV_HEADER)
+                for k in range(table.num_rows):
+                    row = [c[k] for c in columns]
+                    row[1] = _seconds_text(int(ts_us[k]))
+                    writer.writerow(row)
+            paths.append(path)
+        return paths
+
+
+def _seconds_text(ts_us: int) -> str:
+    """Unix seconds as DEBS writes them, with a fraction only where there is one."""
+    seconds, micros = divmod(ts_us, 1_000_000)
+    return str(seconds) if micros == 0 else f"{seconds}.{micros:06d}".rstrip("0")
