@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/tandem explain q1 --rate 20000 --exhaustive
-	$(BIN)/tandem explain q3 --rate 40000 --placement select_1=spark,select_2=spark,join_1=spark
+	$(BIN)/tandem run q1 --rate 2000 --duration 360
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -35,35 +35,45 @@ class ColumnarStore:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self.path = str(path)
         self.con = duckdb.connect(self.path)
-        self.con.execute("SET TimeZone = 'UTC'")
+        self._run("SET TimeZone = 'UTC'")
 
     def close(self) -> None:
         self.con.close()
 
+    def _run(self, sql: str, params: list | None = None) -> list:
+        """Execute a statement and consume its result (DuckDB 2 requires it before the next)."""
+        return self.con.execute(sql, params or []).fetchall()
+
     # -- state ------------------------------------------------------------------------------
 
-    def prepare(self, query: str, fragment: Fragment, schemas: dict[str, pa.Schema]) -> None:
-        """Create the schema, the input tables (from their Arrow schemas) and window_ends."""
+    def prepare(self, query: str, fragments: list[Fragment], schemas: dict[str, pa.Schema]) -> None:
+        """Create the query's schema, its input tables (from their Arrow schemas, plus the
+        micro-batch each row came in), window_ends and the progress table."""
         schema = schema_name(query)
-        self.con.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
-        self.con.execute(f"CREATE TABLE IF NOT EXISTS {schema}.{WINDOW_ENDS} (window_end TIMESTAMP)")
-        for table in fragment.inputs:
+        self._run(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+        self._run(f"CREATE TABLE IF NOT EXISTS {schema}.{WINDOW_ENDS} (window_end TIMESTAMP)")
+        self._run(f"CREATE TABLE IF NOT EXISTS {schema}.progress "
+                         "(batch_id BIGINT, first_ts TIMESTAMP, last_end TIMESTAMP)")
+        for table in (t for f in fragments for t in f.inputs):
             empty = pa.table({n: pa.array([], type=schemas[table.table].field(n).type)
                               for n in table.columns})
             self.con.register("__empty", empty)
-            self.con.execute(f"CREATE TABLE IF NOT EXISTS {schema}.{table.table} AS "
-                             "SELECT * FROM __empty")
+            self._run(f"CREATE TABLE IF NOT EXISTS {schema}.{table.table} AS "
+                             "SELECT *, 0::BIGINT AS _batch FROM __empty")
             self.con.unregister("__empty")
 
-    def append(self, query: str, table: str, rows: pa.Table) -> int:
-        """Append Arrow rows to an input table; DuckDB scans the Arrow buffers directly."""
+    def append(self, query: str, table: str, rows: pa.Table, batch_id: int) -> int:
+        """Append the rows a micro-batch brings to an input table, from Arrow without copies.
+        A batch replayed after a restart replaces what it appended before."""
+        target = f"{schema_name(query)}.{table}"
+        self._run(f"DELETE FROM {target} WHERE _batch = ?", [batch_id])
         if rows.num_rows == 0:
             return 0
         self.con.register("__rows", rows)
         try:
             columns = ", ".join(rows.column_names)
-            self.con.execute(f"INSERT INTO {schema_name(query)}.{table} ({columns}) "
-                             f"SELECT {columns} FROM __rows")
+            self._run(f"INSERT INTO {target} ({columns}, _batch) "
+                             f"SELECT {columns}, ?::BIGINT FROM __rows", [batch_id])
         finally:
             self.con.unregister("__rows")
         return rows.num_rows
@@ -72,17 +82,17 @@ class ColumnarStore:
         """The DB-op's rows for all of ``ends`` at once, as Arrow."""
         schema = schema_name(query)
         ends = pa.table({"window_end": pa.array(list(ends), type=pa.timestamp("us"))})
-        self.con.execute(f"DELETE FROM {schema}.{WINDOW_ENDS}")
+        self._run(f"DELETE FROM {schema}.{WINDOW_ENDS}")
         self.con.register("__ends", ends)
         try:
-            self.con.execute(f"INSERT INTO {schema}.{WINDOW_ENDS} SELECT window_end FROM __ends")
+            self._run(f"INSERT INTO {schema}.{WINDOW_ENDS} SELECT window_end FROM __ends")
         finally:
             self.con.unregister("__ends")
-        self.con.execute(f"SET search_path = '{schema}'")
+        self._run(f"SET search_path = '{schema}'")
         try:
             return self.con.sql(fragment.sql).to_arrow_table()
         finally:
-            self.con.execute("RESET search_path")
+            self._run("RESET search_path")
 
     def purge(self, query: str, fragment: Fragment, next_end: datetime) -> int:
         """Delete the input rows that no window ending at ``next_end`` or later needs."""
@@ -93,33 +103,47 @@ class ColumnarStore:
             else:  # rows of a windowed stream: in no window ending at next_end or later
                 size_us = round(table.window_size * 1_000_000)
                 condition = f"{table.time_column} < ?::TIMESTAMP - to_microseconds({size_us})"
-            deleted += self.con.execute(
-                f"DELETE FROM {schema}.{table.table} WHERE {condition}", [next_end]).fetchone()[0]
+            deleted += self._run(
+                f"DELETE FROM {schema}.{table.table} WHERE {condition}", [next_end])[0][0]
         return deleted
 
     def rows(self, query: str, table: str) -> int:
-        return self.con.execute(f"SELECT count(*) FROM {schema_name(query)}.{table}").fetchone()[0]
+        return self._run(f"SELECT count(*) FROM {schema_name(query)}.{table}")[0][0]
 
-    # -- results ----------------------------------------------------------------------------
+    # -- progress and results ---------------------------------------------------------------
 
-    def write_results(self, query: str, batch_id: int, rows: pa.Table) -> int:
-        """Replace the results of ``batch_id``: a replayed batch neither loses nor duplicates."""
+    def progress(self, query: str, before: int) -> tuple[datetime | None, datetime | None]:
+        """(first event time, last evaluated window_end) after the batches before ``before``."""
+        rows = self._run(
+            f"SELECT first_ts, last_end FROM {schema_name(query)}.progress WHERE batch_id < ? "
+            "ORDER BY batch_id DESC LIMIT 1", [before])
+        return rows[0] if rows else (None, None)
+
+    def commit(self, query: str, batch_id: int, rows: pa.Table | None,
+               first_ts: datetime | None, last_end: datetime | None) -> int:
+        """Record a batch's results and progress in one transaction. Replaying the batch
+        replaces both, so a restart from a checkpoint neither loses nor duplicates rows."""
         schema = schema_name(query)
-        self.con.register("__results", rows)
+        self._run("BEGIN TRANSACTION")
         try:
-            self.con.execute("BEGIN TRANSACTION")
-            self.con.execute(f"CREATE TABLE IF NOT EXISTS {schema}.results AS "
-                             "SELECT 0::BIGINT AS batch_id, * FROM __results LIMIT 0")
-            self.con.execute(f"DELETE FROM {schema}.results WHERE batch_id = ?", [batch_id])
-            self.con.execute(f"INSERT INTO {schema}.results SELECT ?::BIGINT, * FROM __results",
-                             [batch_id])
-            self.con.execute("COMMIT")
+            if rows is not None:
+                self.con.register("__results", rows)
+                self._run(f"CREATE TABLE IF NOT EXISTS {schema}.results AS "
+                                 "SELECT 0::BIGINT AS batch_id, * FROM __results LIMIT 0")
+                self._run(f"DELETE FROM {schema}.results WHERE batch_id = ?", [batch_id])
+                self._run(f"INSERT INTO {schema}.results SELECT ?::BIGINT, * FROM __results",
+                                 [batch_id])
+            self._run(f"DELETE FROM {schema}.progress WHERE batch_id >= ?", [batch_id])
+            self._run(f"INSERT INTO {schema}.progress VALUES (?, ?, ?)",
+                             [batch_id, first_ts, last_end])
+            self._run("COMMIT")
         except BaseException:
-            self.con.execute("ROLLBACK")
+            self._run("ROLLBACK")
             raise
         finally:
-            self.con.unregister("__results")
-        return rows.num_rows
+            if rows is not None:
+                self.con.unregister("__results")
+        return 0 if rows is None else rows.num_rows
 
     def results(self, query: str) -> pa.Table:
         return self.con.sql(

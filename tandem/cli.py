@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -59,6 +60,72 @@ def explain_command(
         sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
         return
     render(result)
+
+
+@app.command("run")
+def run_command(
+    query: Annotated[str, typer.Argument(help="A .sql file, or a name from queries/.")],
+    placement: Annotated[str, typer.Option(help="auto | spark | duckdb | op=engine,...")] = "auto",
+    rate: Annotated[float, typer.Option(help="Arrival rate of the generator, tuples/s.")] = 1000.0,
+    duration: Annotated[float, typer.Option(help="Event time to generate, seconds.")] = 360.0,
+    batch: Annotated[float | None, typer.Option(help="Event time per micro-batch, seconds (default: one slide).")] = None,
+    source: Annotated[str, typer.Option(help="'generator' or a directory of DEBS 2014 CSV files.")] = "generator",
+    catalog: Annotated[str | None, typer.Option(help="Catalog TOML.")] = None,
+    profile: Annotated[str | None, typer.Option(help="Calibration profile TOML.")] = None,
+    store: Annotated[str, typer.Option(help="The DuckDB file.")] = ".tandem/tandem.duckdb",
+    resume: Annotated[bool, typer.Option(help="Continue from the checkpoint of an earlier run.")] = False,
+) -> None:
+    """Optimise QUERY (unless --placement forces a plan), deploy it on Spark and DuckDB, run it."""
+    from rich.live import Live
+
+    from tandem.run import run
+
+    try:
+        plan = explain(query, rate=rate, catalog=catalog, profile=profile, placement=placement)
+    except TandemError as err:
+        errors.print(f"[red]error:[/red] {query}: {err}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    placed = ", ".join(f"{op}={engine}" for op, engine in plan.optimization.plan.placement.items())
+    console.print(f"[bold]{plan.query}[/] with {placed or 'nothing to place'}")
+    progress = {"tuples": 0, "batches": 0, "rows": 0, "started": time.perf_counter()}
+
+    def view(report=None) -> Table:
+        table = Table(show_header=False, box=None, padding=(0, 2))
+        wall = time.perf_counter() - progress["started"]
+        table.add_row("tuples", f"{progress['tuples']:,}")
+        table.add_row("event time", str(report.event_time) if report and report.event_time else "-")
+        table.add_row("throughput", f"{progress['tuples'] / wall:,.0f} tuples/s" if wall else "-")
+        table.add_row("micro-batches", f"{progress['batches']:,}")
+        table.add_row("batch lag", f"{report.seconds:.2f} s of work for the last batch"
+                      if report else "-")
+        table.add_row("result rows", f"{progress['rows']:,}")
+        return table
+
+    with Live(view(), console=console, refresh_per_second=4, transient=False) as live:
+        def on_batch(report) -> None:
+            progress["tuples"] += report.tuples
+            progress["batches"] += 1
+            progress["rows"] += report.result_rows
+            live.update(view(report))
+
+        try:
+            summary = run(query, placement=placement, rate=rate, duration=duration, batch=batch,
+                          source=source, catalog=catalog, profile=profile, store=store,
+                          resume=resume, on_batch=on_batch, explanation=plan)
+        except TandemError as err:
+            errors.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
+    inspect = f"SELECT * FROM {summary.results_table} ORDER BY window_end LIMIT 20"
+    console.print()
+    console.print(
+        f"[bold]done[/]: {summary.tuples:,} tuples in {summary.wall_seconds:.1f} s "
+        f"({summary.throughput:,.0f} tuples/s), {summary.window_ends:,} slides, "
+        f"{summary.result_rows:,} result rows, {summary.quarantined} quarantined.")
+    console.print(f"Moved to DuckDB: {summary.transfers.to_duckdb_tuples:,} tuples "
+                  f"({_bytes(summary.transfers.to_duckdb_bytes)}).")
+    console.print(f"Results: {summary.results_table} in {summary.store}. Inspect them with:")
+    console.print(f"  python -c \"import duckdb; print(duckdb.connect('{summary.store}', "
+                  f"read_only=True).sql('{inspect}'))\"", highlight=False, soft_wrap=True)
 
 
 def _fmt(x: float) -> str:

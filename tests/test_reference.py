@@ -104,9 +104,9 @@ def test_duckdb_fragments_of_every_placement_match_the_reference(catalog, profil
                 rows = (truth.relation(node) if table.window_size is None
                         else stream_rows(node, streams)).select(table.columns)
                 inputs[table.table] = rows.to_arrow()
-            store.prepare(name, fragment, {t: a.schema for t, a in inputs.items()})
+            store.prepare(name, [fragment], {t: a.schema for t, a in inputs.items()})
             for table, rows in inputs.items():
-                store.append(name, table, rows)
+                store.append(name, table, rows, batch_id=0)
             got = pl.from_arrow(store.evaluate(name, fragment, ends))
             root = physical.logical.by_id[fragment.members[-1]]
             want = truth.result(root)

@@ -27,8 +27,8 @@ def q5(catalog, profile):
 def test_evaluating_in_one_pass_or_slide_by_slide_gives_the_same_rows(tmp_path, q5):
     rows = SmartPlugs(rate=10, houses=2, households_per_house=2, plugs=6).between(0, 400)
     store = ColumnarStore(tmp_path / "t.duckdb")
-    store.prepare("q5", q5, {"in_window_1": rows.schema})
-    store.append("q5", "in_window_1", rows)
+    store.prepare("q5", [q5], {"in_window_1": rows.schema})
+    store.append("q5", "in_window_1", rows, batch_id=0)
     ends = [START + timedelta(seconds=s) for s in range(300, 400)]
     together = store.evaluate("q5", q5, ends)
     apart = pa.concat_tables(store.evaluate("q5", q5, [e]) for e in ends)
@@ -40,8 +40,8 @@ def test_evaluating_in_one_pass_or_slide_by_slide_gives_the_same_rows(tmp_path, 
 def test_purge_keeps_exactly_what_open_windows_need(tmp_path, q5):
     rows = SmartPlugs(rate=10, houses=2, households_per_house=2, plugs=6).between(0, 400)
     store = ColumnarStore(tmp_path / "t.duckdb")
-    store.prepare("q5", q5, {"in_window_1": rows.schema})
-    store.append("q5", "in_window_1", rows)
+    store.prepare("q5", [q5], {"in_window_1": rows.schema})
+    store.append("q5", "in_window_1", rows, batch_id=0)
     next_end = START + timedelta(seconds=350)
     before = store.evaluate("q5", q5, [next_end])
     deleted = store.purge("q5", q5, next_end)
@@ -50,14 +50,21 @@ def test_purge_keeps_exactly_what_open_windows_need(tmp_path, q5):
     assert store.evaluate("q5", q5, [next_end]).equals(before)
 
 
-def test_results_are_idempotent_per_batch(tmp_path):
+def test_replayed_batches_replace_their_rows_results_and_progress(tmp_path, q5):
+    rows = SmartPlugs(rate=10, houses=2, households_per_house=2, plugs=6).between(0, 10)
     store = ColumnarStore(tmp_path / "t.duckdb")
-    store.con.execute("CREATE SCHEMA q_x")
-    first = pa.table({"k": [1, 2], "window_end": pa.array([START, START], pa.timestamp("us"))})
-    store.write_results("x", 0, first)
-    store.write_results("x", 1, first.slice(0, 1))
-    store.write_results("x", 1, first.slice(0, 1))  # replayed after a restart
-    assert store.results("x").num_rows == 3
+    store.prepare("q5", [q5], {"in_window_1": rows.schema})
+    result = pa.table({"k": [1, 2], "window_end": pa.array([START, START], pa.timestamp("us"))})
+    end = START + timedelta(seconds=1)
+    store.append("q5", "in_window_1", rows.slice(0, 50), batch_id=0)
+    store.commit("q5", 0, result, START, end)
+    for _ in range(2):  # batch 1, then batch 1 again after a restart
+        store.append("q5", "in_window_1", rows.slice(50), batch_id=1)
+        store.commit("q5", 1, result.slice(0, 1), START, end + timedelta(seconds=1))
+    assert store.rows("q5", "in_window_1") == 100
+    assert store.results("q5").num_rows == 3
+    assert store.progress("q5", before=1) == (START, end)
     store.close()
     reopened = ColumnarStore(tmp_path / "t.duckdb")  # the file survives the process
-    assert reopened.results("x").num_rows == 3
+    assert reopened.results("q5").num_rows == 3
+    assert reopened.progress("q5", before=2) == (START, end + timedelta(seconds=1))
