@@ -128,6 +128,39 @@ def run_command(
                   f"read_only=True).sql('{inspect}'))\"", highlight=False, soft_wrap=True)
 
 
+@app.command("verify")
+def verify_command(
+    query: Annotated[str, typer.Argument(help="A .sql file, or a name from queries/.")],
+    placements: Annotated[str, typer.Option(help="'all' of phase two's space, or a sample of N.")] = "all",
+    rate: Annotated[float, typer.Option(help="Rate of the small test stream, tuples/s.")] = 3.0,
+    duration: Annotated[float, typer.Option(help="Event time, seconds (fills 5-minute windows).")] = 400.0,
+    catalog: Annotated[str | None, typer.Option(help="Catalog TOML.")] = None,
+    profile: Annotated[str | None, typer.Option(help="Calibration profile TOML.")] = None,
+) -> None:
+    """Run QUERY under many placements and compare every row with the reference evaluator."""
+    from tandem.verify import verify
+
+    def show(outcome) -> None:
+        placed = ",".join(f"{op}={e[0]}" for op, e in outcome.placement.items())
+        style = {"same": "green", "different": "red", "not runnable": "yellow"}[outcome.status]
+        console.print(f"[{style}]{outcome.status:>12}[/]  {placed}  {outcome.rows} rows",
+                      highlight=False)
+        if outcome.status == "different":
+            console.print(outcome.detail, highlight=False)
+
+    try:
+        outcomes = verify(query, placements, rate=rate, duration=duration, catalog=catalog,
+                          profile=profile, on_outcome=show)
+    except TandemError as err:
+        errors.print(f"[red]error:[/red] {query}: {err}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    counts = {s: sum(o.status == s for o in outcomes) for s in ("same", "different", "not runnable")}
+    console.print(f"{len(outcomes)} placements: {counts['same']} same as the reference, "
+                  f"{counts['different']} different, {counts['not runnable']} not runnable yet")
+    if counts["different"]:
+        raise typer.Exit(1)
+
+
 def _fmt(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
 

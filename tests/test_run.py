@@ -70,3 +70,17 @@ def test_a_run_restarted_from_its_checkpoint_neither_loses_nor_duplicates(tmp_pa
 def test_placements_the_runtime_cannot_run_yet_are_refused_before_spark_starts(tmp_path):
     with pytest.raises(TandemError, match="aggregate_1"):
         run_small("q5", tmp_path, placement="spark")
+
+
+def test_a_landing_directory_of_debs_csv_files(tmp_path, truth, catalog, profile):
+    landing = tmp_path / "landing"
+    SmartPlugs(rate=RATE, **TOPOLOGY).write_csv(landing, DURATION, file_seconds=50)
+    summary = run_small("q5", tmp_path, placement="auto", source=str(landing))
+    from optimizer import optimize
+
+    root = optimize(query_sql("q5"), catalog, profile).logical.root
+    # Without a heartbeat, windows complete as far as the data goes: up to the last event.
+    last_event = truth.streams["plugs"]["ts"].max()
+    want = truth.result(root).filter(pl.col("window_end") <= last_event)
+    assert summary.batches == DURATION // 50 and summary.tuples == RATE * DURATION
+    assert_same_rows(results(tmp_path / "tandem.duckdb", "q5").select(root.columns), want)

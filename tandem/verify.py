@@ -1,0 +1,107 @@
+"""`tandem verify`: run a query under many placements on a small stream and compare every result
+row with the reference evaluator."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from columnar.store import ColumnarStore
+from optimizer.errors import TandemError
+from tandem import reference
+from tandem.explain import explain
+from tandem.run import run
+from tandem.workload import SmartPlugs
+
+# A small stream that fills and slides 5-minute windows: six plugs, each reporting every 4 s.
+SMALL = dict(houses=2, households_per_house=2, plugs=6)
+TOLERANCE = 1e-9  # relative, for floats
+
+
+@dataclass(frozen=True)
+class Outcome:
+    placement: dict[str, str]
+    status: str  # same | different | not runnable
+    rows: int
+    detail: str = ""
+
+
+def placements(query: str, how: str, **explain_args) -> list[dict[str, str]]:
+    """Every plan of phase two's space (``all``), or a random sample of N that always holds the
+    pure-Spark, the pure-DuckDB and the optimiser's plan."""
+    chosen = explain(query, **explain_args).optimization.plan
+    ops = list(chosen.placement)
+    space = [dict(zip(ops, engines, strict=True))
+             for engines in itertools.product(("spark", "duckdb"), repeat=len(ops))]
+    if how == "all":
+        return space
+    try:
+        n = int(how)
+    except ValueError:
+        raise TandemError(f"--placements {how!r}: give 'all' or a number") from None
+    must = [{op: "spark" for op in ops}, {op: "duckdb" for op in ops}, dict(chosen.placement)]
+    rest = [p for p in space if p not in must]
+    random.Random(len(ops)).shuffle(rest)
+    picked = []
+    for p in must + rest:
+        if p not in picked:
+            picked.append(p)
+    return picked[:max(n, len(must))]
+
+
+def verify(query: str, how: str = "all", *, rate: float = 3.0, duration: float = 400.0,
+           batch: float = 10.0, catalog: str | None = None, profile: str | None = None,
+           on_outcome: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+    """Run ``query`` under the placements and compare each run's rows with the reference."""
+    stream = pl.from_arrow(SmartPlugs(rate=rate, **SMALL).between(0, duration))
+    truth = reference.Evaluator({"plugs": stream})
+    outcomes = []
+    for placement in placements(query, how, rate=rate, catalog=catalog, profile=profile):
+        spec = ",".join(f"{op}={engine}" for op, engine in placement.items()) or "auto"
+        plan = explain(query, rate=rate, catalog=catalog, profile=profile, placement=spec)
+        root = plan.optimization.logical.root
+        with tempfile.TemporaryDirectory(prefix="tandem-verify-") as tmp:
+            try:
+                run(query, rate=rate, duration=duration, batch=batch, topology=SMALL,
+                    store=Path(tmp) / "verify.duckdb", checkpoint=Path(tmp) / "checkpoint",
+                    explanation=plan)
+            except TandemError as err:
+                outcome = Outcome(placement, "not runnable", 0, str(err))
+            else:
+                store = ColumnarStore(Path(tmp) / "verify.duckdb")
+                got = pl.from_arrow(store.results(plan.query.stem)).select(root.columns)
+                store.close()
+                outcome = compare(placement, got, truth.result(root))
+        outcomes.append(outcome)
+        if on_outcome:
+            on_outcome(outcome)
+    return outcomes
+
+
+def compare(placement: dict[str, str], got: pl.DataFrame, want: pl.DataFrame) -> Outcome:
+    """Same rows, floats within TOLERANCE; otherwise the first rows that differ."""
+    got, want = got.sort(want.columns), want.sort(want.columns)
+    floats = [c for c in want.columns if want[c].dtype.is_float()]
+    keys = [c for c in want.columns if c not in floats]
+    joined = want.join(got, on=keys, how="full", suffix="_got", coalesce=True, nulls_equal=True)
+    bad = pl.lit(False)
+    for c in floats:
+        bad = bad | ((pl.col(c) - pl.col(f"{c}_got")).abs() > TOLERANCE * (1 + pl.col(c).abs()))
+        bad = bad | (pl.col(c).is_null() != pl.col(f"{c}_got").is_null())
+    if not floats:  # a row on one side only leaves the other side's marker null
+        joined = want.with_columns(pl.lit(True).alias("__want")).join(
+            got.with_columns(pl.lit(True).alias("__got")), on=keys, how="full", coalesce=True,
+            nulls_equal=True)
+        bad = pl.col("__want").is_null() | pl.col("__got").is_null()
+    differing = joined.filter(bad)
+    if got.height == want.height and differing.height == 0:
+        return Outcome(placement, "same", want.height)
+    detail = (f"{got.height} rows against the reference's {want.height}; first differences:\n"
+              f"{differing.head(5)}")
+    return Outcome(placement, "different", got.height, detail)
