@@ -46,14 +46,21 @@ class ColumnarStore:
 
     # -- state ------------------------------------------------------------------------------
 
-    def prepare(self, query: str, fragments: list[Fragment], schemas: dict[str, pa.Schema]) -> None:
-        """Create the query's schema, its input tables (from their Arrow schemas, plus the
-        micro-batch each row came in), window_ends and the progress table."""
+    def create(self, query: str, fresh: bool = False) -> str:
+        """The query's schema with window_ends and progress; ``fresh`` drops an earlier run's."""
         schema = schema_name(query)
+        if fresh:
+            self._run(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
         self._run(f"CREATE SCHEMA IF NOT EXISTS {schema}")
         self._run(f"CREATE TABLE IF NOT EXISTS {schema}.{WINDOW_ENDS} (window_end TIMESTAMP)")
         self._run(f"CREATE TABLE IF NOT EXISTS {schema}.progress "
-                         "(batch_id BIGINT, first_ts TIMESTAMP, last_end TIMESTAMP)")
+                  "(batch_id BIGINT, first_ts TIMESTAMP, last_end TIMESTAMP)")
+        return schema
+
+    def prepare(self, query: str, fragments: list[Fragment], schemas: dict[str, pa.Schema]) -> None:
+        """Create the query's schema, its input tables (from their Arrow schemas, plus the
+        micro-batch each row came in), window_ends and the progress table."""
+        schema = self.create(query)
         for table in (t for f in fragments for t in f.inputs):
             empty = pa.table({n: pa.array([], type=schemas[table.table].field(n).type)
                               for n in table.columns})

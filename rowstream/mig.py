@@ -65,6 +65,7 @@ class Mig:
     physical: PhysicalPlan
     store: ColumnarStore
     on_batch: Callable[[BatchReport], None] | None = None
+    final_end: datetime | None = None  # a finite stream's last window_end
     transfers: Transfers = field(default_factory=Transfers)
     finished: bool = False
 
@@ -96,7 +97,7 @@ class Mig:
             F.count(F.when(~F.col("heartbeat"), 1)), F.max(F.col("heartbeat").cast("int")),
         ).first()
         latest, first = _utc(latest), _utc(first)
-        arrows = {table: _naive(spark_rows(data, node).toArrow()) for table, node in self.inputs}
+        arrows = {table: naive(spark_rows(data, node).toArrow()) for table, node in self.inputs}
         if not self._prepared:
             self.store.prepare(self.query, [self.fragment], {t: a.schema for t, a in arrows.items()})
             self._prepared = True
@@ -110,7 +111,8 @@ class Mig:
         ends: list[datetime] = []
         if first_ts is not None and latest is not None:
             end = last_end + self.step if last_end else _first_end(first_ts, self.step)
-            while end <= latest:  # complete: every event before it has arrived
+            last = min(latest, self.final_end) if self.final_end else latest
+            while end <= last:  # complete: every event before it has arrived
                 ends.append(end)
                 end += self.step
         results = self.store.evaluate(self.query, self.fragment, ends) if ends else None
@@ -153,7 +155,7 @@ def _supported_fragment(physical: PhysicalPlan) -> Fragment:
     return fragment
 
 
-def _naive(table: pa.Table) -> pa.Table:
+def naive(table: pa.Table) -> pa.Table:
     """Spark hands timestamps as UTC instants; DuckDB's window state holds UTC wall time."""
     fields = [pa.field(f.name, pa.timestamp("us")) if pa.types.is_timestamp(f.type) else f
               for f in table.schema]

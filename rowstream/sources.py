@@ -36,6 +36,7 @@ class _GeneratorReader(DataSourceStreamReader):
         self.span = float(options.get("span", 1.0))
         self.duration = float(options["duration"])
         self.slide = float(options.get("slide", 1.0))
+        self.flush = float(options.get("flush", 0.0))
         self.data_batches = math.ceil(self.duration / self.span - 1e-9)
 
     def _plugs(self):
@@ -69,7 +70,7 @@ class _GeneratorReader(DataSourceStreamReader):
                                   min((partition.batch + 1) * self.span, self.duration))
             table = table.append_column("heartbeat", pa.array([False] * table.num_rows))
         else:
-            table = heartbeat(plugs, self.duration, self.slide)
+            table = heartbeat(plugs, self.duration, self.slide, self.flush)
         schema = pa.schema([pa.field("ts", pa.timestamp("us", tz="UTC")) if f.name == "ts" else f
                             for f in table.schema])
         yield from table.cast(schema).to_batches()
@@ -78,14 +79,21 @@ class _GeneratorReader(DataSourceStreamReader):
         pass  # the generator keeps nothing to release
 
 
-def heartbeat(plugs, duration: float, slide: float) -> pa.Table:
-    """One row at the last window_end of a finite stream: the first one at or after its last
-    event (DESIGN.md)."""
+def last_window_end(plugs, duration: float, slide: float) -> int:
+    """Microseconds of the last window_end of a finite stream: the first one at or after its
+    last event (DESIGN.md)."""
     last = plugs.events(plugs.index_at(duration) - 1, plugs.index_at(duration))
     last_us = last.column("ts").cast(pa.int64())[0].as_py()
     step = round(slide * 1_000_000)
-    end_us = -(-last_us // step) * step
-    row = {name: pa.nulls(1, last.schema.field(name).type) for name in last.schema.names}
+    return -(-last_us // step) * step
+
+
+def heartbeat(plugs, duration: float, slide: float, flush: float = 0.0) -> pa.Table:
+    """One row ``flush`` seconds after the last window_end of a finite stream. It moves the
+    watermark far enough for every stateful operator, chained ones too, to emit the last
+    windows; whoever writes results keeps the window_ends up to the last one only."""
+    end_us = last_window_end(plugs, duration, slide) + round(flush * 1_000_000)
+    row = {field.name: pa.nulls(1, field.type) for field in plugs.events(0, 0).schema}
     row["ts"] = pa.array([end_us], pa.timestamp("us"))
     return pa.table({**row, "heartbeat": pa.array([True])})
 
@@ -106,10 +114,11 @@ class SmartPlugSource(DataSource):
 
 
 def generator_stream(spark: SparkSession, *, rate: float, duration: float, span: float,
-                     slide: float, **topology) -> DataFrame:
+                     slide: float, flush: float = 0.0, **topology) -> DataFrame:
     spark.dataSource.register(SmartPlugSource)
     reader = (spark.readStream.format(GENERATOR).option("rate", rate)
-              .option("duration", duration).option("span", span).option("slide", slide))
+              .option("duration", duration).option("span", span).option("slide", slide)
+              .option("flush", flush))
     for key, value in topology.items():
         reader = reader.option(key, value)
     return reader.load()

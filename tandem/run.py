@@ -8,12 +8,17 @@ import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from columnar.store import DEFAULT_PATH, ColumnarStore, schema_name
+from optimizer.cost import DUCKDB
 from optimizer.errors import TandemError
-from rowstream.mig import BatchReport, Mig, Transfers
+from optimizer.logical import Join, windows
+from rowstream.mig import EPOCH, BatchReport, Mig, Transfers
+from rowstream.sink import ResultSink
 from tandem.explain import Explanation, explain
+from tandem.workload import SmartPlugs
 
 CHECKPOINTS = Path(".tandem/checkpoints")
 
@@ -48,8 +53,11 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
     over the files in the directory ``source``. ``batch`` is the event time per micro-batch
     (default: one slide). ``resume`` continues from the checkpoint of an earlier run;
     ``stop_after`` stops after that many micro-batches (to interrupt a run on purpose)."""
+    from pyspark.sql import functions as F
+
+    from rowstream.dsps import relation
     from rowstream.session import spark_session
-    from rowstream.sources import generator_stream, landing_stream
+    from rowstream.sources import generator_stream, landing_stream, last_window_end
 
     explanation = explanation or explain(query, rate=rate, catalog=catalog, profile=profile,
                                          placement=placement)
@@ -66,25 +74,52 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
     checkpoint = Path(checkpoint) if checkpoint else CHECKPOINTS / name
     if not resume:
         shutil.rmtree(checkpoint, ignore_errors=True)
-        columnar._run(f"DROP SCHEMA IF EXISTS {schema_name(name)} CASCADE")
-    mig = Mig(name, physical, columnar, record)  # refuses placements it cannot run, before Spark
-    spark = spark_session()
+    columnar.create(name, fresh=not resume)
     slide = physical.logical.root.slide
     span = batch or slide
-    if source == "generator":
-        stream = generator_stream(spark, rate=rate, duration=duration, span=span, slide=slide,
-                                  **(topology or {}))
-    elif Path(source).is_dir():
-        stream = landing_stream(spark, source)
-    else:
+    generated = source == "generator"
+    if not generated and not Path(source).is_dir():
         raise TandemError(f"--source {source!r}: give 'generator' or a directory of CSV files")
+    final_end = None
+    if generated:
+        plugs = SmartPlugs(rate=rate, **(topology or {}))
+        final_end = EPOCH + timedelta(microseconds=last_window_end(plugs, duration, slide))
+    # Refuse what the runtime cannot run before Spark starts.
+    pure_spark = all(physical.engine_of(op) != DUCKDB for op in physical.logical.operators)
+    if pure_spark:
+        joins = [physical.logical.ids[op] for op in physical.logical.operators
+                 if isinstance(op, Join)]
+        if joins:
+            raise TandemError(
+                f"this placement runs the join {', '.join(joins)} in Spark; the runtime does not "
+                "run Spark joins yet (they come next): place them in DuckDB")
+        bridge = ResultSink(name, columnar, final_end, record)
+    else:
+        bridge = Mig(name, physical, columnar, record, final_end=final_end)
 
-    writer = stream.writeStream.foreachBatch(mig).option("checkpointLocation", str(checkpoint))
-    writer = writer.trigger(availableNow=True) if source != "generator" else writer
+    spark = spark_session()
+    # The heartbeat goes far enough past the last window_end for chained stateful operators.
+    flush = max(w.size for w in windows(physical.logical.root)) + 10 * slide
+    if generated:
+        stream = generator_stream(spark, rate=rate, duration=duration, span=span, slide=slide,
+                                  flush=flush, **(topology or {}))
+    else:
+        stream = landing_stream(spark, source)
+    if pure_spark:
+        # A filter that names ts stays above the watermark: the heartbeat still moves it.
+        data = stream.withWatermark("ts", "0 seconds").where(
+            ~(F.col("heartbeat") & F.col("ts").isNotNull()))
+        stream = relation(physical.logical.root, data).select(*physical.logical.root.columns)
+        writer = stream.writeStream.outputMode("append")
+    else:
+        writer = stream.writeStream
+    writer = writer.foreachBatch(bridge).option("checkpointLocation", str(checkpoint))
+    writer = writer if generated else writer.trigger(availableNow=True)
+    flush_time = final_end + timedelta(seconds=flush) if final_end else None
     started = time.perf_counter()
     handle = writer.queryName(f"tandem_{name}").start()
     try:
-        while handle.isActive and not mig.finished:
+        while handle.isActive and not _finished(bridge, handle, flush_time):
             if stop_after is not None and len(reports) >= stop_after:
                 break
             if handle.exception():
@@ -94,6 +129,25 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
         handle.stop()
         columnar.close()
     wall = time.perf_counter() - started
-    return RunSummary(name, physical.placement, sum(r.tuples for r in reports), len(reports),
+    tuples = (sum(r.tuples for r in reports) if not pure_spark else
+              _source_tuples(handle) - (1 if flush_time else 0))
+    return RunSummary(name, physical.placement, tuples, len(reports),
                       sum(r.window_ends for r in reports), sum(r.result_rows for r in reports),
-                      0, wall, mig.transfers, str(store), f"{schema_name(name)}.results")
+                      0, wall, bridge.transfers, str(store), f"{schema_name(name)}.results")
+
+
+def _finished(bridge, handle, flush_time: datetime | None) -> bool:
+    """The MIG sees the heartbeat itself; behind Spark's stateful operators, the run is over
+    once a micro-batch has run with the watermark at the heartbeat."""
+    if isinstance(bridge, Mig):
+        return bridge.finished
+    progress = handle.lastProgress
+    if flush_time is None or not progress or "watermark" not in progress.get("eventTime", {}):
+        return False
+    watermark = datetime.fromisoformat(progress["eventTime"]["watermark"].replace("Z", "+00:00"))
+    return watermark.replace(tzinfo=None) >= flush_time
+
+
+def _source_tuples(handle) -> int:
+    seen = {p["batchId"]: p["numInputRows"] for p in handle.recentProgress}
+    return sum(seen.values())

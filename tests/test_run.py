@@ -41,8 +41,10 @@ def run_small(name, tmp_path, **kwargs):
                store=tmp_path / "tandem.duckdb", checkpoint=tmp_path / "checkpoint", **kwargs)
 
 
-@pytest.mark.parametrize("name", ["q1", "q2", "q3", "q4", "q5", "q6"])
-@pytest.mark.parametrize("placement", ["auto", "duckdb"])
+CASES = [(q, p) for q in ("q1", "q2", "q3", "q4", "q5", "q6") for p in ("auto", "duckdb")]
+
+
+@pytest.mark.parametrize("name, placement", CASES + [("q5", "spark")])
 def test_runs_give_the_reference_rows(tmp_path, truth, catalog, profile, name, placement):
     summary = run_small(name, tmp_path, placement=placement)
     from optimizer import optimize
@@ -53,6 +55,9 @@ def test_runs_give_the_reference_rows(tmp_path, truth, catalog, profile, name, p
     assert summary.tuples == RATE * DURATION and summary.result_rows == want.height
     assert_same_rows(got.select(root.columns), want)
     assert summary.transfers.to_duckdb_tuples > 0
+    if placement != "spark":  # the MIG evaluates every window_end of the stream, rows or not
+        first, last = reference.window_ends(truth.streams, root.slide)
+        assert summary.window_ends == (last - first) // int(root.slide * 1e6) + 1
 
 
 def test_a_run_restarted_from_its_checkpoint_neither_loses_nor_duplicates(tmp_path, truth,
@@ -68,8 +73,10 @@ def test_a_run_restarted_from_its_checkpoint_neither_loses_nor_duplicates(tmp_pa
 
 
 def test_placements_the_runtime_cannot_run_yet_are_refused_before_spark_starts(tmp_path):
+    with pytest.raises(TandemError, match="join_1"):
+        run_small("q3", tmp_path, placement="spark")
     with pytest.raises(TandemError, match="aggregate_1"):
-        run_small("q5", tmp_path, placement="spark")
+        run_small("q5", tmp_path, placement="aggregate_1=spark,aggregate_2=duckdb")
 
 
 def test_a_landing_directory_of_debs_csv_files(tmp_path, truth, catalog, profile):
