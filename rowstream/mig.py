@@ -29,8 +29,9 @@ from columnar.fragment_sql import Fragment, fragments
 from columnar.store import ColumnarStore
 from optimizer.cost import DUCKDB
 from optimizer.errors import TandemError
-from optimizer.logical import Node, Project, Select, Window, is_r2r, post_order
+from optimizer.logical import Project, Select
 from optimizer.physical import PhysicalPlan
+from rowstream.dsps import relation
 
 EPOCH = datetime(1970, 1, 1)
 
@@ -70,7 +71,7 @@ class Mig:
     finished: bool = False
 
     def __post_init__(self):
-        self.fragment = _supported_fragment(self.physical)
+        self.fragment = mig_fragment(self.physical)
         by_id = self.physical.logical.by_id
         self.inputs = [(table.table, by_id[table.table.removeprefix("in_")])
                        for table in self.fragment.inputs]
@@ -97,7 +98,7 @@ class Mig:
             F.count(F.when(~F.col("heartbeat"), 1)), F.max(F.col("heartbeat").cast("int")),
         ).first()
         latest, first = _utc(latest), _utc(first)
-        arrows = {table: naive(spark_rows(data, node).toArrow()) for table, node in self.inputs}
+        arrows = {table: naive(relation(node, data).toArrow()) for table, node in self.inputs}
         if not self._prepared:
             self.store.prepare(self.query, [self.fragment], {t: a.schema for t, a in arrows.items()})
             self._prepared = True
@@ -124,27 +125,13 @@ class Mig:
         return BatchReport(batch_id, tuples, latest, len(ends), rows, 0.0, bool(final))
 
 
-def spark_rows(data: DataFrame, node: Node) -> DataFrame:
-    """The rows of a windowed-stream input: Spark's selections and projections of the stream."""
-    if isinstance(node, Window):
-        return data.select(*[c for c in node.columns if c not in ("window_start", "window_end")])
-    rows = spark_rows(data, node.inputs[0])
-    if isinstance(node, Select):
-        return rows.where(F.expr(node.predicate.sql(dialect="spark")))
-    if isinstance(node, Project):
-        return rows.selectExpr(*[f"{e.sql(dialect='spark')} AS {n}" for n, e in node.expressions
-                                 if n not in ("window_start", "window_end")])
-    raise TandemError(f"{node.kind} is not a stateless operator")
-
-
-def _supported_fragment(physical: PhysicalPlan) -> Fragment:
+def mig_fragment(physical: PhysicalPlan) -> Fragment:
     """This runtime runs in Spark the gateway and stateless operators of the windowed stream,
     and everything else in one DB-op at the root. Other placements are refused by name."""
     plan = physical.logical
-    spark_ops = [op for op in plan.operators if physical.engine_of(op) != DUCKDB]
-    stateful = [plan.ids[op] for op in spark_ops
-                if op.instantiated or not all(isinstance(n, (Select, Project, Window)) or not
-                                              is_r2r(n) for n in post_order(op))]
+    # A selection or projection of rows not yet tagged with a window has only such below it.
+    stateful = [plan.ids[op] for op in plan.operators if physical.engine_of(op) != DUCKDB
+                and (op.instantiated or not isinstance(op, (Select, Project)))]
     if not plan.operators or stateful or physical.engine_of(plan.root) != DUCKDB:
         where = ", ".join(stateful) or plan.ids[plan.root]
         raise TandemError(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -27,6 +28,19 @@ errors = Console(stderr=True)
 ENGINE_STYLE = {"spark": "bold dark_orange", "duckdb": "bold yellow"}
 
 
+@contextmanager
+def user_errors(query: str | None = None):
+    """A TandemError is the user's to fix: one line on stderr, exit code 2, no traceback."""
+    try:
+        yield
+    except QueryError as err:
+        errors.print(f"[red]error:[/red] {query}: {err}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    except TandemError as err:
+        errors.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
 @app.callback()
 def main() -> None:
     """Optimise, run and inspect continuous queries."""
@@ -46,16 +60,10 @@ def explain_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
 ) -> None:
     """Optimise QUERY and show the chosen hybrid plan, its costs and the DuckDB SQL of its DB-ops."""
-    try:
+    with user_errors(query):
         result = explain(query, rate=rate, catalog=catalog, profile=profile,
                          memory_budget=memory_budget, placement=placement, exhaustive=exhaustive,
                          feasibility=feasibility, decompose=decompose)
-    except QueryError as err:
-        errors.print(f"[red]error:[/red] {query}: {err}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
-    except TandemError as err:
-        errors.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
     if as_json:
         sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
         return
@@ -80,11 +88,8 @@ def run_command(
 
     from tandem.run import run
 
-    try:
+    with user_errors(query):
         plan = explain(query, rate=rate, catalog=catalog, profile=profile, placement=placement)
-    except TandemError as err:
-        errors.print(f"[red]error:[/red] {query}: {err}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
     placed = ", ".join(f"{op}={engine}" for op, engine in plan.optimization.plan.placement.items())
     console.print(f"[bold]{plan.query}[/] with {placed or 'nothing to place'}")
     progress = {"tuples": 0, "batches": 0, "rows": 0, "started": time.perf_counter()}
@@ -108,13 +113,10 @@ def run_command(
             progress["rows"] += report.result_rows
             live.update(view(report))
 
-        try:
+        with user_errors(query):
             summary = run(query, placement=placement, rate=rate, duration=duration, batch=batch,
                           source=source, catalog=catalog, profile=profile, store=store,
                           resume=resume, on_batch=on_batch, explanation=plan)
-        except TandemError as err:
-            errors.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)
-            raise typer.Exit(2) from None
     inspect = f"SELECT * FROM {summary.results_table} ORDER BY window_end LIMIT 20"
     console.print()
     console.print(
@@ -148,12 +150,9 @@ def verify_command(
         if outcome.status == "different":
             console.print(outcome.detail, highlight=False)
 
-    try:
+    with user_errors(query):
         outcomes = verify(query, placements, rate=rate, duration=duration, catalog=catalog,
                           profile=profile, on_outcome=show)
-    except TandemError as err:
-        errors.print(f"[red]error:[/red] {query}: {err}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
     counts = {s: sum(o.status == s for o in outcomes) for s in ("same", "different", "not runnable")}
     console.print(f"{len(outcomes)} placements: {counts['same']} same as the reference, "
                   f"{counts['different']} different, {counts['not runnable']} not runnable yet")

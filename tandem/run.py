@@ -15,7 +15,7 @@ from columnar.store import DEFAULT_PATH, ColumnarStore, schema_name
 from optimizer.cost import DUCKDB
 from optimizer.errors import TandemError
 from optimizer.logical import Join, windows
-from rowstream.mig import EPOCH, BatchReport, Mig, Transfers
+from rowstream.mig import EPOCH, BatchReport, Mig, Transfers, mig_fragment
 from rowstream.sink import ResultSink
 from tandem.explain import Explanation, explain
 from tandem.workload import SmartPlugs
@@ -70,6 +70,15 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
         if on_batch:
             on_batch(report)
 
+    # Refuse what the runtime cannot run before touching any state or starting Spark.
+    generated = source == "generator"
+    if not generated and not Path(source).is_dir():
+        raise TandemError(f"--source {source!r}: give 'generator' or a directory of CSV files")
+    pure_spark = all(physical.engine_of(op) != DUCKDB for op in physical.logical.operators)
+    if pure_spark:
+        runnable_in_spark(physical)
+    else:
+        mig_fragment(physical)
     columnar = ColumnarStore(store)
     checkpoint = Path(checkpoint) if checkpoint else CHECKPOINTS / name
     if not resume:
@@ -77,25 +86,12 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
     columnar.create(name, fresh=not resume)
     slide = physical.logical.root.slide
     span = batch or slide
-    generated = source == "generator"
-    if not generated and not Path(source).is_dir():
-        raise TandemError(f"--source {source!r}: give 'generator' or a directory of CSV files")
     final_end = None
     if generated:
         plugs = SmartPlugs(rate=rate, **(topology or {}))
         final_end = EPOCH + timedelta(microseconds=last_window_end(plugs, duration, slide))
-    # Refuse what the runtime cannot run before Spark starts.
-    pure_spark = all(physical.engine_of(op) != DUCKDB for op in physical.logical.operators)
-    if pure_spark:
-        joins = [physical.logical.ids[op] for op in physical.logical.operators
-                 if isinstance(op, Join)]
-        if joins:
-            raise TandemError(
-                f"this placement runs the join {', '.join(joins)} in Spark; the runtime does not "
-                "run Spark joins yet (they come next): place them in DuckDB")
-        bridge = ResultSink(name, columnar, final_end, record)
-    else:
-        bridge = Mig(name, physical, columnar, record, final_end=final_end)
+    bridge = (ResultSink(name, columnar, final_end, record) if pure_spark
+              else Mig(name, physical, columnar, record, final_end=final_end))
 
     spark = spark_session()
     # The heartbeat goes far enough past the last window_end for chained stateful operators.
@@ -134,6 +130,18 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
     return RunSummary(name, physical.placement, tuples, len(reports),
                       sum(r.window_ends for r in reports), sum(r.result_rows for r in reports),
                       0, wall, bridge.transfers, str(store), f"{schema_name(name)}.results")
+
+
+def runnable_in_spark(physical) -> None:
+    """Pure-Spark plans run with Spark's built-in operators; joins among them do not yet."""
+    plan = physical.logical
+    if not plan.operators:
+        raise TandemError("the query only windows a stream: give it an operator to run")
+    joins = [plan.ids[op] for op in plan.operators if isinstance(op, Join)]
+    if joins:
+        raise TandemError(f"this placement runs the join {', '.join(joins)} in Spark; the "
+                          "runtime does not run Spark joins yet (they come next): place them "
+                          "in DuckDB")
 
 
 def _finished(bridge, handle, flush_time: datetime | None) -> bool:
