@@ -25,6 +25,8 @@ def spark_session(app: str = "tandem") -> SparkSession:
                .config("spark.sql.shuffle.partitions", os.environ.get("TANDEM_SHUFFLE_PARTITIONS", "2"))
                .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
                .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+               # `tandem run` counts a pure-Spark run's tuples from every micro-batch's progress.
+               .config("spark.sql.streaming.numRecentProgressUpdates", "1000000")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false"))
     spark = builder.getOrCreate()
