@@ -27,6 +27,15 @@ errors = Console(stderr=True)
 
 ENGINE_STYLE = {"spark": "bold dark_orange", "duckdb": "bold yellow"}
 
+# Arguments the commands share.
+Query = Annotated[str, typer.Argument(
+    help="A .sql file, or a name from queries/ (q1 ... q6, j2, j5, j8).")]
+Catalog = Annotated[str | None, typer.Option(
+    help="Catalog TOML (default: catalog.toml beside the query).")]
+Profile = Annotated[str | None, typer.Option(
+    help="Calibration profile TOML (default: calibrated, else shipped).")]
+Placement = Annotated[str, typer.Option(help="auto | spark | duckdb | op=engine,... (pins operators).")]
+
 
 @contextmanager
 def user_errors(query: str | None = None):
@@ -48,12 +57,12 @@ def main() -> None:
 
 @app.command("explain")
 def explain_command(
-    query: Annotated[str, typer.Argument(help="A .sql file, or a name from queries/ (q1 ... q6, j2, j5, j8).")],
+    query: Query,
     rate: Annotated[float | None, typer.Option(help="Total arrival rate, tuples/s (default: the catalog's).")] = None,
-    catalog: Annotated[str | None, typer.Option(help="Catalog TOML (default: catalog.toml beside the query).")] = None,
-    profile: Annotated[str | None, typer.Option(help="Calibration profile TOML (default: calibrated, else shipped).")] = None,
+    catalog: Catalog = None,
+    profile: Profile = None,
     memory_budget: Annotated[str | None, typer.Option(help="State memory budget, e.g. 2GB; plans above it are infeasible.")] = None,
-    placement: Annotated[str, typer.Option(help="auto | spark | duckdb | op=engine,... (pins operators).")] = "auto",
+    placement: Placement = "auto",
     exhaustive: Annotated[bool, typer.Option(help="Also enumerate all 2^n placements and compare.")] = False,
     feasibility: Annotated[bool, typer.Option(help="--no-feasibility ranks plans by C_u alone (ablation, Sec. 6.4.3).")] = True,
     decompose: Annotated[bool, typer.Option(help="Split plans of more than 15 R2R operators (Sec. 6.4.1).")] = True,
@@ -72,14 +81,14 @@ def explain_command(
 
 @app.command("run")
 def run_command(
-    query: Annotated[str, typer.Argument(help="A .sql file, or a name from queries/.")],
-    placement: Annotated[str, typer.Option(help="auto | spark | duckdb | op=engine,...")] = "auto",
+    query: Query,
+    placement: Placement = "auto",
     rate: Annotated[float, typer.Option(help="Arrival rate of the generator, tuples/s.")] = 1000.0,
     duration: Annotated[float, typer.Option(help="Event time to generate, seconds.")] = 360.0,
     batch: Annotated[float | None, typer.Option(help="Event time per micro-batch, seconds (default: one slide).")] = None,
     source: Annotated[str, typer.Option(help="'generator' or a directory of DEBS 2014 CSV files.")] = "generator",
-    catalog: Annotated[str | None, typer.Option(help="Catalog TOML.")] = None,
-    profile: Annotated[str | None, typer.Option(help="Calibration profile TOML.")] = None,
+    catalog: Catalog = None,
+    profile: Profile = None,
     store: Annotated[str, typer.Option(help="The DuckDB file.")] = ".tandem/tandem.duckdb",
     resume: Annotated[bool, typer.Option(help="Continue from the checkpoint of an earlier run.")] = False,
 ) -> None:
@@ -132,12 +141,12 @@ def run_command(
 
 @app.command("verify")
 def verify_command(
-    query: Annotated[str, typer.Argument(help="A .sql file, or a name from queries/.")],
+    query: Query,
     placements: Annotated[str, typer.Option(help="'all' of phase two's space, or a sample of N.")] = "all",
     rate: Annotated[float, typer.Option(help="Rate of the small test stream, tuples/s.")] = 3.0,
     duration: Annotated[float, typer.Option(help="Event time, seconds (fills 5-minute windows).")] = 400.0,
-    catalog: Annotated[str | None, typer.Option(help="Catalog TOML.")] = None,
-    profile: Annotated[str | None, typer.Option(help="Calibration profile TOML.")] = None,
+    catalog: Catalog = None,
+    profile: Profile = None,
 ) -> None:
     """Run QUERY under many placements and compare every row with the reference evaluator."""
     from tandem.verify import verify
