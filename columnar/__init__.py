@@ -1,2 +1,2 @@
-"""DuckDB store: translation of DB-ops into DuckDB SQL (``fragment_sql``); window-state tables,
-per-slide evaluation, purge and read-only inspection arrive with the execution issue."""
+"""DuckDB store: translation of DB-ops into DuckDB SQL (``fragment_sql``), and the window
+state, evaluation, purge and idempotent results of DB-ops (``store``)."""

@@ -11,7 +11,8 @@ Each query has a schema of its own (``q_<name>``) holding
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
@@ -44,6 +45,15 @@ class ColumnarStore:
         """Execute a statement and consume its result (DuckDB 2 requires it before the next)."""
         return self.con.execute(sql, params or []).fetchall()
 
+    @contextmanager
+    def _view(self, name: str, table: pa.Table) -> Iterator[None]:
+        """Arrow rows visible to SQL as ``name``: DuckDB scans the buffers, nothing is copied."""
+        self.con.register(name, table)
+        try:
+            yield
+        finally:
+            self.con.unregister(name)
+
     # -- state ------------------------------------------------------------------------------
 
     def create(self, query: str, fresh: bool = False) -> str:
@@ -64,10 +74,9 @@ class ColumnarStore:
         for table in (t for f in fragments for t in f.inputs):
             empty = pa.table({n: pa.array([], type=schemas[table.table].field(n).type)
                               for n in table.columns})
-            self.con.register("__empty", empty)
-            self._run(f"CREATE TABLE IF NOT EXISTS {schema}.{table.table} AS "
-                             "SELECT *, 0::BIGINT AS _batch FROM __empty")
-            self.con.unregister("__empty")
+            with self._view("__empty", empty):
+                self._run(f"CREATE TABLE IF NOT EXISTS {schema}.{table.table} AS "
+                          "SELECT *, 0::BIGINT AS _batch FROM __empty")
 
     def append(self, query: str, table: str, rows: pa.Table, batch_id: int) -> int:
         """Append the rows a micro-batch brings to an input table, from Arrow without copies.
@@ -76,13 +85,10 @@ class ColumnarStore:
         self._run(f"DELETE FROM {target} WHERE _batch = ?", [batch_id])
         if rows.num_rows == 0:
             return 0
-        self.con.register("__rows", rows)
-        try:
-            columns = ", ".join(rows.column_names)
+        columns = ", ".join(rows.column_names)
+        with self._view("__rows", rows):
             self._run(f"INSERT INTO {target} ({columns}, _batch) "
-                             f"SELECT {columns}, ?::BIGINT FROM __rows", [batch_id])
-        finally:
-            self.con.unregister("__rows")
+                      f"SELECT {columns}, ?::BIGINT FROM __rows", [batch_id])
         return rows.num_rows
 
     def evaluate(self, query: str, fragment: Fragment, ends: Iterable[datetime]) -> pa.Table:
@@ -90,11 +96,8 @@ class ColumnarStore:
         schema = schema_name(query)
         ends = pa.table({"window_end": pa.array(list(ends), type=pa.timestamp("us"))})
         self._run(f"DELETE FROM {schema}.{WINDOW_ENDS}")
-        self.con.register("__ends", ends)
-        try:
+        with self._view("__ends", ends):
             self._run(f"INSERT INTO {schema}.{WINDOW_ENDS} SELECT window_end FROM __ends")
-        finally:
-            self.con.unregister("__ends")
         self._run(f"SET search_path = '{schema}'")
         try:
             return self.con.sql(fragment.sql).to_arrow_table()
@@ -134,22 +137,19 @@ class ColumnarStore:
         self._run("BEGIN TRANSACTION")
         try:
             if rows is not None:
-                self.con.register("__results", rows)
-                self._run(f"CREATE TABLE IF NOT EXISTS {schema}.results AS "
-                                 "SELECT 0::BIGINT AS batch_id, * FROM __results LIMIT 0")
-                self._run(f"DELETE FROM {schema}.results WHERE batch_id = ?", [batch_id])
-                self._run(f"INSERT INTO {schema}.results SELECT ?::BIGINT, * FROM __results",
-                                 [batch_id])
+                with self._view("__results", rows):
+                    self._run(f"CREATE TABLE IF NOT EXISTS {schema}.results AS "
+                              "SELECT 0::BIGINT AS batch_id, * FROM __results LIMIT 0")
+                    self._run(f"DELETE FROM {schema}.results WHERE batch_id = ?", [batch_id])
+                    self._run(f"INSERT INTO {schema}.results SELECT ?::BIGINT, * FROM __results",
+                              [batch_id])
             self._run(f"DELETE FROM {schema}.progress WHERE batch_id >= ?", [batch_id])
             self._run(f"INSERT INTO {schema}.progress VALUES (?, ?, ?)",
-                             [batch_id, first_ts, last_end])
+                      [batch_id, first_ts, last_end])
             self._run("COMMIT")
         except BaseException:
             self._run("ROLLBACK")
             raise
-        finally:
-            if rows is not None:
-                self.con.unregister("__results")
         return 0 if rows is None else rows.num_rows
 
     def results(self, query: str) -> pa.Table:
