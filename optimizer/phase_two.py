@@ -25,6 +25,7 @@ from optimizer.logical import LogicalPlan, Node, is_r2r
 from optimizer.physical import plan_cost, uniform
 
 ENGINES = (SPARK, DUCKDB)  # partial plans hold engine indexes: ties break towards Spark, in post-order
+IN_SPARK, IN_DUCKDB = ENGINES.index(SPARK), ENGINES.index(DUCKDB)
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,7 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
                 closed = ZERO.add(u)
                 for p in combo:
                     closed = closed.combine(p.closed)
-                new.append(Partial(i, sum((p.engines for p in combo), ()) + (0,), closed, None))
+                new.append(Partial(i, sum((p.engines for p in combo), ()) + (IN_SPARK,), closed, None))
             constructed += len(new)
             new = best_closed(new)
         if DUCKDB in allowed[i]:
@@ -109,7 +110,7 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
                     else:  # the child's DB-op grows into this one
                         inputs |= p.open.inputs
                         work += p.open.work
-                new.append(Partial(i, sum((p.engines for p in combo), ()) + (1,), closed,
+                new.append(Partial(i, sum((p.engines for p in combo), ()) + (IN_DUCKDB,), closed,
                                    Fragment(inputs, work)))
                 constructed += 1
         new = [p for p in new if keep(p)]

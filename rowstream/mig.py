@@ -11,7 +11,7 @@ It runs inside the Spark query as ``foreachBatch``. For every micro-batch it
    replay of a batch after a restart neither loses nor duplicates rows;
 4. purges the rows no open window needs.
 
-It counts the tuples and bytes it moves in each direction.
+It counts the tuples and bytes it moves.
 """
 
 from __future__ import annotations
@@ -38,12 +38,11 @@ EPOCH = datetime(1970, 1, 1)
 
 @dataclass
 class Transfers:
-    """Tuples and bytes moved between the engines (calibration needs them)."""
+    """Tuples and bytes moved from Spark to DuckDB (calibration needs them). Nothing moves back
+    yet: the runtime runs no Spark operator after a DB-op."""
 
     to_duckdb_tuples: int = 0
     to_duckdb_bytes: int = 0
-    to_spark_tuples: int = 0
-    to_spark_bytes: int = 0
 
 
 @dataclass
@@ -60,10 +59,11 @@ class BatchReport:
 @dataclass
 class Mig:
     """foreachBatch callable that runs the DB-op of a plan whose Spark side is the gateway plus
-    selections and projections of the windowed stream."""
+    selections and projections of the windowed stream (``mig_fragment`` checks that)."""
 
     query: str
     physical: PhysicalPlan
+    fragment: Fragment
     store: ColumnarStore
     on_batch: Callable[[BatchReport], None] | None = None
     final_end: datetime | None = None  # a finite stream's last window_end
@@ -71,7 +71,6 @@ class Mig:
     finished: bool = False
 
     def __post_init__(self):
-        self.fragment = mig_fragment(self.physical)
         by_id = self.physical.logical.by_id
         self.inputs = [(table.table, by_id[table.table.removeprefix("in_")])
                        for table in self.fragment.inputs]

@@ -8,6 +8,7 @@ moves the event-time watermark so that the last windows complete. Operators drop
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -127,8 +128,6 @@ def generator_stream(spark: SparkSession, *, rate: float, duration: float, span:
 def landing_stream(spark: SparkSession, directory: str, files_per_batch: int = 1) -> DataFrame:
     """DEBS 2014 CSV files (``id,timestamp,value,...``, timestamp in Unix seconds) or Parquet
     files with the generator's columns, in the order of their names."""
-    from pathlib import Path
-
     if any(Path(directory).glob("*.parquet")):
         raw = (spark.readStream.schema(SPARK_SCHEMA.replace(", heartbeat BOOLEAN", ""))
                .option("maxFilesPerTrigger", files_per_batch).parquet(directory))

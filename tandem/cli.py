@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.live import Live
 from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
@@ -93,9 +94,7 @@ def run_command(
     resume: Annotated[bool, typer.Option(help="Continue from the checkpoint of an earlier run.")] = False,
 ) -> None:
     """Optimise QUERY (unless --placement forces a plan), deploy it on Spark and DuckDB, run it."""
-    from rich.live import Live
-
-    from tandem.run import run
+    from tandem.run import run  # imports Spark: only for the commands that run it
 
     with user_errors(query):
         plan = explain(query, rate=rate, catalog=catalog, profile=profile, placement=placement)
@@ -131,7 +130,7 @@ def run_command(
     console.print(
         f"[bold]done[/]: {summary.tuples:,} tuples in {summary.wall_seconds:.1f} s "
         f"({summary.throughput:,.0f} tuples/s), {summary.window_ends:,} slides, "
-        f"{summary.result_rows:,} result rows, {summary.quarantined} quarantined.")
+        f"{summary.result_rows:,} result rows.")
     console.print(f"Moved to DuckDB: {summary.transfers.to_duckdb_tuples:,} tuples "
                   f"({_bytes(summary.transfers.to_duckdb_bytes)}).")
     console.print(f"Results: {summary.results_table} in {summary.store}. Inspect them with:")

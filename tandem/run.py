@@ -11,12 +11,17 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from pyspark.sql import functions as F
+
 from columnar.store import DEFAULT_PATH, ColumnarStore, schema_name
 from optimizer.cost import DUCKDB
 from optimizer.errors import TandemError
 from optimizer.logical import Join, windows
+from rowstream.dsps import relation
 from rowstream.mig import EPOCH, BatchReport, Mig, Transfers, mig_fragment
+from rowstream.session import spark_session
 from rowstream.sink import ResultSink
+from rowstream.sources import generator_stream, landing_stream, last_window_end
 from tandem.explain import Explanation, explain
 from tandem.workload import SmartPlugs
 
@@ -31,7 +36,6 @@ class RunSummary:
     batches: int
     window_ends: int
     result_rows: int
-    quarantined: int
     wall_seconds: float
     transfers: Transfers
     store: str
@@ -53,12 +57,6 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
     over the files in the directory ``source``. ``batch`` is the event time per micro-batch
     (default: one slide). ``resume`` continues from the checkpoint of an earlier run;
     ``stop_after`` stops after that many micro-batches (to interrupt a run on purpose)."""
-    from pyspark.sql import functions as F
-
-    from rowstream.dsps import relation
-    from rowstream.session import spark_session
-    from rowstream.sources import generator_stream, landing_stream, last_window_end
-
     explanation = explanation or explain(query, rate=rate, catalog=catalog, profile=profile,
                                          placement=placement)
     physical = explanation.optimization.plan
@@ -78,7 +76,7 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
     if pure_spark:
         runnable_in_spark(physical)
     else:
-        mig_fragment(physical)
+        fragment = mig_fragment(physical)
     columnar = ColumnarStore(store)
     checkpoint = Path(checkpoint) if checkpoint else CHECKPOINTS / name
     if not resume:
@@ -91,7 +89,7 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
         plugs = SmartPlugs(rate=rate, **(topology or {}))
         final_end = EPOCH + timedelta(microseconds=last_window_end(plugs, duration, slide))
     bridge = (ResultSink(name, columnar, final_end, record) if pure_spark
-              else Mig(name, physical, columnar, record, final_end=final_end))
+              else Mig(name, physical, fragment, columnar, record, final_end=final_end))
 
     spark = spark_session()
     # The heartbeat goes far enough past the last window_end for chained stateful operators.
@@ -129,7 +127,7 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
               _source_tuples(handle) - (1 if flush_time else 0))
     return RunSummary(name, physical.placement, tuples, len(reports),
                       sum(r.window_ends for r in reports), sum(r.result_rows for r in reports),
-                      0, wall, bridge.transfers, str(store), f"{schema_name(name)}.results")
+                      wall, bridge.transfers, str(store), f"{schema_name(name)}.results")
 
 
 def runnable_in_spark(physical) -> None:

@@ -86,19 +86,16 @@ def verify(query: str, how: str = "all", *, rate: float = 3.0, duration: float =
 
 def compare(placement: dict[str, str], got: pl.DataFrame, want: pl.DataFrame) -> Outcome:
     """Same rows, floats within TOLERANCE; otherwise the first rows that differ."""
-    got, want = got.sort(want.columns), want.sort(want.columns)
     floats = [c for c in want.columns if want[c].dtype.is_float()]
     keys = [c for c in want.columns if c not in floats]
-    joined = want.join(got, on=keys, how="full", suffix="_got", coalesce=True, nulls_equal=True)
-    bad = pl.lit(False)
+    # A full join on the exact columns: a row on one side only leaves the other's marker null.
+    joined = want.with_columns(pl.lit(True).alias("__want")).join(
+        got.with_columns(pl.lit(True).alias("__got")), on=keys, how="full", suffix="_got",
+        coalesce=True, nulls_equal=True)
+    bad = pl.col("__want").is_null() | pl.col("__got").is_null()
     for c in floats:
         bad = bad | ((pl.col(c) - pl.col(f"{c}_got")).abs() > TOLERANCE * (1 + pl.col(c).abs()))
         bad = bad | (pl.col(c).is_null() != pl.col(f"{c}_got").is_null())
-    if not floats:  # a row on one side only leaves the other side's marker null
-        joined = want.with_columns(pl.lit(True).alias("__want")).join(
-            got.with_columns(pl.lit(True).alias("__got")), on=keys, how="full", coalesce=True,
-            nulls_equal=True)
-        bad = pl.col("__want").is_null() | pl.col("__got").is_null()
     differing = joined.filter(bad)
     if got.height == want.height and differing.height == 0:
         return Outcome(placement, "same", want.height)
