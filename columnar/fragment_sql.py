@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from optimizer.cost import DUCKDB
-from optimizer.logical import Aggregate, Join, Node, Project, Select, Window, signature
+from optimizer.logical import Aggregate, Join, Node, Project, Select, signature, source_window
 from optimizer.physical import PhysicalPlan
 
 WINDOW_ENDS = "window_ends"
@@ -86,9 +86,7 @@ def _translate(name: str, member_ids: tuple[str, ...], by_id: dict[str, Node],
 def _input_table(node: Node, ids: dict[Node, str]) -> FragmentInput:
     if node.instantiated:
         return FragmentInput(f"in_{ids[node]}", node.columns, None, None)
-    window = node
-    while not isinstance(window, Window):
-        window = window.inputs[0]
+    window = source_window(node)
     stored = tuple(c for c in node.columns if c not in ("window_start", "window_end"))
     return FragmentInput(f"in_{ids[node]}", stored, window.size, window.time_column)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from optimizer.logical import Aggregate, Join, Node, Project, Select, Window, signature
+from optimizer.logical import Aggregate, Join, Node, Project, Select, signature, source_window
 from optimizer.profile import Profile
 from optimizer.statistics import Statistics
 
@@ -125,11 +125,7 @@ class CostModel:
     def windows_per_tuple(node: Node) -> float:
         """Window instances one input row belongs to: W/beta for rows of a windowed stream, 1 once
         rows are tagged with their window_end."""
-        if node.instantiated:
-            return 1.0
-        while not isinstance(node, Window):
-            node = node.inputs[0]
-        return node.windows_per_tuple
+        return 1.0 if node.instantiated else source_window(node).windows_per_tuple
 
     # -- DSPS-ops (Eq. 6.4) -----------------------------------------------------------------
 

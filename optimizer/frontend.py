@@ -20,7 +20,17 @@ from sqlglot import exp
 from optimizer.catalog import Catalog
 from optimizer.errors import QueryError
 from optimizer.expressions import conjunction, conjuncts
-from optimizer.logical import AGGREGATES, AggCall, Aggregate, Join, Node, Project, Select, Window
+from optimizer.logical import (
+    AGGREGATES,
+    AggCall,
+    Aggregate,
+    Join,
+    Node,
+    Project,
+    Select,
+    Window,
+    source_window,
+)
 
 WINDOW_COLUMNS = ("window_start", "window_end")
 
@@ -468,7 +478,7 @@ def _projected(node: Node, projected: list[tuple[str, exp.Expression]]) -> Node:
     """A projection that keeps what later operators need: window_end, which every relation
     carries, and for rows of a windowed stream their timestamp and window_start."""
     names = [n for n, _ in projected]
-    carried = WINDOW_COLUMNS if node.instantiated else (_time_column(node), *WINDOW_COLUMNS)
+    carried = WINDOW_COLUMNS if node.instantiated else (source_window(node).time_column, *WINDOW_COLUMNS)
     for column in carried:
         if column not in names and column in node.columns:
             projected.append((column, exp.column(column)))
@@ -480,12 +490,6 @@ def _selected(node: Node, predicates: list[exp.Expression]) -> Node:
     for p in predicates:
         node = Select(node.columns, input=node, predicate=p)
     return node
-
-
-def _time_column(node: Node) -> str:
-    while not isinstance(node, Window):
-        node = node.inputs[0]
-    return node.time_column
 
 
 def _owner(items: list[_Item], name: str, ident: exp.Expression) -> str:

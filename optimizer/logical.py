@@ -190,6 +190,14 @@ def r2r_operators(root: Node) -> list[Node]:
     return [n for n in post_order(root) if is_r2r(n)]
 
 
+def source_window(node: Node) -> Window:
+    """The window a row of a windowed stream (not yet tagged with a window_end) comes from:
+    only selections and projections lie between them."""
+    while not isinstance(node, Window):
+        node = node.inputs[0]
+    return node
+
+
 def windows(root: Node) -> list[Window]:
     return [n for n in post_order(root) if isinstance(n, Window)]
 

@@ -21,7 +21,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from optimizer.errors import TandemError
-from optimizer.logical import Aggregate, Join, Node, Project, Select, Window
+from optimizer.logical import Aggregate, Join, Node, Project, Select, Window, source_window
 
 WINDOW_COLUMNS = ("window_start", "window_end")
 
@@ -35,7 +35,7 @@ def relation(node: Node, stream: DataFrame) -> DataFrame:
         if not node.input.instantiated:
             # Spark pushes predicates that do not name the event-time column below the
             # watermark; one that names it stays above, where the heartbeat moves the watermark.
-            predicate = F.when(F.col(_time_column(node)).isNotNull(), predicate).otherwise(False)
+            predicate = F.when(F.col(source_window(node).time_column).isNotNull(), predicate).otherwise(False)
         return relation(node.input, stream).where(predicate)
     if isinstance(node, Project):
         child = relation(node.input, stream)
@@ -67,18 +67,8 @@ def relation(node: Node, stream: DataFrame) -> DataFrame:
     raise TandemError(f"{node.kind} cannot run in Spark")
 
 
-def _source_window(node: Node) -> Window:
-    while not isinstance(node, Window):
-        node = node.inputs[0]
-    return node
-
-
-def _time_column(node: Node) -> str:
-    return _source_window(node).time_column
-
-
 def _window(node: Node) -> Column:
-    window = _source_window(node)
+    window = source_window(node)
     return F.window(window.time_column, f"{_micros(window.size)} microseconds",
                     f"{_micros(window.slide)} microseconds")
 
