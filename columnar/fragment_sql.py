@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from optimizer.cost import DUCKDB
-from optimizer.logical import Aggregate, Join, Node, Project, Select, signature, source_window
+from optimizer.logical import Aggregate, Join, LogicalPlan, Node, Project, Select, source_window
 from optimizer.physical import PhysicalPlan
 
 WINDOW_ENDS = "window_ends"
@@ -44,12 +44,27 @@ class Fragment:
 
 def fragments(physical: PhysicalPlan) -> list[Fragment]:
     """The DuckDB query of every DB-op of a physical plan, in the order of ``physical.db_ops``."""
-    plan = physical.logical
-    return [_translate(op.id, op.members, plan.by_id, plan.ids) for op in physical.db_ops]
+    return [_translate(op.id, op.members, physical.logical) for op in physical.db_ops]
 
 
-def _translate(name: str, member_ids: tuple[str, ...], by_id: dict[str, Node],
-               ids: dict[Node, str]) -> Fragment:
+def input_table(node: Node, plan: LogicalPlan) -> FragmentInput:
+    """The table that holds a relation a DB-op (or a Spark operator after one) reads. Two
+    copies of one CTE (Q1 reads its window twice) share the table."""
+    name = f"in_{plan.relation_ids[node]}"
+    if node.instantiated:
+        return FragmentInput(name, node.columns, None, None)
+    window = source_window(node)
+    stored = tuple(c for c in node.columns if c not in ("window_start", "window_end"))
+    return FragmentInput(name, stored, window.size, window.time_column)
+
+
+def read_sql(node: Node, plan: LogicalPlan) -> str:
+    """The rows of an input table for the window_ends being evaluated, with their window_end."""
+    return _expand(input_table(node, plan), node.columns).sql(dialect=DUCKDB)
+
+
+def _translate(name: str, member_ids: tuple[str, ...], plan: LogicalPlan) -> Fragment:
+    by_id, ids = plan.by_id, plan.ids
     members = frozenset(by_id[m] for m in member_ids)
     root = by_id[member_ids[-1]]  # members are listed in post-order: the root comes last
     ctes: list[tuple[str, exp.Expression]] = []
@@ -57,12 +72,11 @@ def _translate(name: str, member_ids: tuple[str, ...], by_id: dict[str, Node],
     relation: dict[Node, str] = {}
 
     def input_relation(node: Node) -> str:
-        # Two copies of one CTE (Q1 reads its window twice) read one input table.
-        key = signature(node)
-        if key not in inputs:
-            inputs[key] = _input_table(node, ids)
-            ctes.append((f"{inputs[key].table}_windows", _expand(inputs[key], node.columns)))
-        return f"{inputs[key].table}_windows"
+        table = input_table(node, plan)
+        if table.table not in inputs:
+            inputs[table.table] = table
+            ctes.append((f"{table.table}_windows", _expand(table, node.columns)))
+        return f"{table.table}_windows"
 
     def visit(node: Node) -> str:
         if node in relation:
@@ -81,14 +95,6 @@ def _translate(name: str, member_ids: tuple[str, ...], by_id: dict[str, Node],
         query = query.with_(cte_name, as_=body)
     sql = query.sql(dialect=DUCKDB, pretty=True)
     return Fragment(name, member_ids, tuple(inputs.values()), root.columns, sql)
-
-
-def _input_table(node: Node, ids: dict[Node, str]) -> FragmentInput:
-    if node.instantiated:
-        return FragmentInput(f"in_{ids[node]}", node.columns, None, None)
-    window = source_window(node)
-    stored = tuple(c for c in node.columns if c not in ("window_start", "window_end"))
-    return FragmentInput(f"in_{ids[node]}", stored, window.size, window.time_column)
 
 
 def _interval(seconds: float) -> exp.Expression:

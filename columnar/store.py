@@ -10,18 +10,30 @@ Each query has a schema of its own (``q_<name>``) holding
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 
-from columnar.fragment_sql import WINDOW_ENDS, Fragment
+from columnar.fragment_sql import WINDOW_ENDS, FragmentInput
 
 DEFAULT_PATH = Path(".tandem/tandem.duckdb")
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far a run has come: its first event, the last window_end it evaluated and, for each
+    relation that Spark's stateful operators hand over, the last window_end they completed."""
+
+    first_ts: datetime | None = None
+    last_end: datetime | None = None
+    frontiers: dict[str, datetime] = field(default_factory=dict)
 
 
 def schema_name(query: str) -> str:
@@ -63,25 +75,18 @@ class ColumnarStore:
             self._run(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
         self._run(f"CREATE SCHEMA IF NOT EXISTS {schema}")
         self._run(f"CREATE TABLE IF NOT EXISTS {schema}.{WINDOW_ENDS} (window_end TIMESTAMP)")
-        self._run(f"CREATE TABLE IF NOT EXISTS {schema}.progress "
-                  "(batch_id BIGINT, first_ts TIMESTAMP, last_end TIMESTAMP)")
+        self._run(f"CREATE TABLE IF NOT EXISTS {schema}.progress (batch_id BIGINT, "
+                  "first_ts TIMESTAMP, last_end TIMESTAMP, frontiers JSON)")
         return schema
 
-    def prepare(self, query: str, fragments: list[Fragment], schemas: dict[str, pa.Schema]) -> None:
-        """Create the query's schema, its input tables (from their Arrow schemas, plus the
-        micro-batch each row came in), window_ends and the progress table."""
-        schema = self.create(query)
-        for table in (t for f in fragments for t in f.inputs):
-            empty = pa.table({n: pa.array([], type=schemas[table.table].field(n).type)
-                              for n in table.columns})
-            with self._view("__empty", empty):
-                self._run(f"CREATE TABLE IF NOT EXISTS {schema}.{table.table} AS "
-                          "SELECT *, 0::BIGINT AS _batch FROM __empty")
-
     def append(self, query: str, table: str, rows: pa.Table, batch_id: int) -> int:
-        """Append the rows a micro-batch brings to an input table, from Arrow without copies.
-        A batch replayed after a restart replaces what it appended before."""
+        """Append the rows a micro-batch brings to an input table (created from the first
+        rows' schema, plus the micro-batch each row came in), from Arrow without copies. A batch
+        replayed after a restart replaces what it appended before."""
         target = f"{schema_name(query)}.{table}"
+        with self._view("__rows", rows):
+            self._run(f"CREATE TABLE IF NOT EXISTS {target} AS "
+                      "SELECT *, 0::BIGINT AS _batch FROM __rows LIMIT 0")
         self._run(f"DELETE FROM {target} WHERE _batch = ?", [batch_id])
         if rows.num_rows == 0:
             return 0
@@ -91,8 +96,9 @@ class ColumnarStore:
                       f"SELECT {columns}, ?::BIGINT FROM __rows", [batch_id])
         return rows.num_rows
 
-    def evaluate(self, query: str, fragment: Fragment, ends: Iterable[datetime]) -> pa.Table:
-        """The DB-op's rows for all of ``ends`` at once, as Arrow."""
+    def evaluate(self, query: str, sql: str, ends: Iterable[datetime]) -> pa.Table:
+        """A query over the input tables (a DB-op's, ``fragment_sql.read_sql``) for all of
+        ``ends`` at once, as Arrow."""
         schema = schema_name(query)
         ends = pa.table({"window_end": pa.array(list(ends), type=pa.timestamp("us"))})
         self._run(f"DELETE FROM {schema}.{WINDOW_ENDS}")
@@ -100,14 +106,14 @@ class ColumnarStore:
             self._run(f"INSERT INTO {schema}.{WINDOW_ENDS} SELECT window_end FROM __ends")
         self._run(f"SET search_path = '{schema}'")
         try:
-            return self.con.sql(fragment.sql).to_arrow_table()
+            return self.con.sql(sql).to_arrow_table()
         finally:
             self._run("RESET search_path")
 
-    def purge(self, query: str, fragment: Fragment, next_end: datetime) -> int:
+    def purge(self, query: str, tables: Iterable[FragmentInput], next_end: datetime) -> int:
         """Delete the input rows that no window ending at ``next_end`` or later needs."""
         schema, deleted = schema_name(query), 0
-        for table in fragment.inputs:
+        for table in tables:
             if table.window_size is None:  # rows tagged with their window_end
                 condition = "window_end < ?"
             else:  # rows of a windowed stream: in no window ending at next_end or later
@@ -122,15 +128,19 @@ class ColumnarStore:
 
     # -- progress and results ---------------------------------------------------------------
 
-    def progress(self, query: str, before: int) -> tuple[datetime | None, datetime | None]:
-        """(first event time, last evaluated window_end) after the batches before ``before``."""
+    def progress(self, query: str, before: int) -> Progress:
+        """The progress after the batches before ``before``."""
         rows = self._run(
-            f"SELECT first_ts, last_end FROM {schema_name(query)}.progress WHERE batch_id < ? "
-            "ORDER BY batch_id DESC LIMIT 1", [before])
-        return rows[0] if rows else (None, None)
+            f"SELECT first_ts, last_end, frontiers FROM {schema_name(query)}.progress "
+            "WHERE batch_id < ? ORDER BY batch_id DESC LIMIT 1", [before])
+        if not rows:
+            return Progress()
+        first_ts, last_end, frontiers = rows[0]
+        return Progress(first_ts, last_end, {k: datetime.fromisoformat(v)
+                                             for k, v in json.loads(frontiers or "{}").items()})
 
     def commit(self, query: str, batch_id: int, rows: pa.Table | None,
-               first_ts: datetime | None, last_end: datetime | None) -> int:
+               progress: Progress) -> int:
         """Record a batch's results and progress in one transaction. Replaying the batch
         replaces both, so a restart from a checkpoint neither loses nor duplicates rows."""
         schema = schema_name(query)
@@ -144,8 +154,9 @@ class ColumnarStore:
                     self._run(f"INSERT INTO {schema}.results SELECT ?::BIGINT, * FROM __results",
                               [batch_id])
             self._run(f"DELETE FROM {schema}.progress WHERE batch_id >= ?", [batch_id])
-            self._run(f"INSERT INTO {schema}.progress VALUES (?, ?, ?)",
-                      [batch_id, first_ts, last_end])
+            frontiers = json.dumps({k: v.isoformat() for k, v in progress.frontiers.items()})
+            self._run(f"INSERT INTO {schema}.progress VALUES (?, ?, ?, ?)",
+                      [batch_id, progress.first_ts, progress.last_end, frontiers])
             self._run("COMMIT")
         except BaseException:
             self._run("ROLLBACK")

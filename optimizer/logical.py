@@ -237,6 +237,11 @@ class LogicalPlan:
         self.operators = r2r_operators(root)  # post-order
         self.index = {op: i for i, op in enumerate(self.operators)}
         self.streams = sorted({w.stream for w in windows(root)})
+        # Subtrees computing the same relation (both copies of a CTE) share one relation id.
+        first: dict[str, str] = {}
+        for node in post_order(root):
+            first.setdefault(signature(node), self.ids[node])
+        self.relation_ids = {node: first[signature(node)] for node in self.ids}
 
     def __len__(self) -> int:
         return len(self.operators)

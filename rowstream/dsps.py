@@ -1,18 +1,28 @@
-"""DSPS-ops: the R2R operators of a plan as Spark Structured Streaming operators.
+"""DSPS-ops: the R2R operators of a plan as Spark operators.
 
-A relation is a streaming DataFrame. Rows of a windowed stream keep their timestamp; once a
-join or an aggregate has tagged rows with their window instance, they carry Spark's ``window``
-struct (and ``window_end``, ``window_start`` where the plan names them). Every stateful operator
-is one of Spark's built-ins, exact for these semantics:
+**Streaming operators** (``relation``) run where only the stream lies below an operator. A
+relation is a streaming DataFrame. Rows of a windowed stream keep their timestamp; once a join
+or an aggregate has tagged rows with their window instance, they carry Spark's ``window`` struct
+(and ``window_end``, ``window_start`` where the plan names them). Every stateful operator is one
+of Spark's built-ins, exact for these semantics, with its state in Spark's state store (RocksDB)
+evicted by the event-time watermark:
 
 * an aggregate over a windowed stream is ``groupBy(window(ts, W, beta), keys)`` in append mode:
   a window's groups are emitted once the watermark passes its end, and MEDIAN is Spark's exact
   ``median``;
 * an aggregate over tagged rows groups by their ``window`` struct (chained window aggregation);
-* a join pairs rows of equal ``window`` (a time-window stream-stream join); rows of a windowed
+* a join pairs rows of equal window end (``window_time``, so that Spark evicts the join state
+  by the watermark; windows of different sizes have different starts); rows of a windowed
   stream are first expanded to each window instance that holds them, as ``window()`` does.
 
-State lives in Spark's state store (RocksDB) and is evicted by the event-time watermark.
+The source's heartbeat rows flow through every operator as punctuation: selections pass them,
+aggregates group them apart, joins pair them only with each other. Spark emits all of a window's
+groups at once, in end order, so a heartbeat row for window end e means that every row of every
+window ending at or before e has been emitted. The MIG relies on it to know what is complete.
+
+**Operators after a DB-op** (``apply``) run on the instantaneous relations of the window_ends
+a micro-batch completes, which are finite and complete: plain DataFrame operations on rows
+tagged with ``window_end``.
 """
 
 from __future__ import annotations
@@ -24,47 +34,89 @@ from optimizer.errors import TandemError
 from optimizer.logical import Aggregate, Join, Node, Project, Select, Window, source_window
 
 WINDOW_COLUMNS = ("window_start", "window_end")
+HEARTBEAT = "heartbeat"
 
 
 def relation(node: Node, stream: DataFrame) -> DataFrame:
-    """The streaming DataFrame of ``node`` over ``stream`` (data rows with a watermark on ts)."""
+    """The streaming DataFrame of ``node`` over ``stream`` (rows and heartbeats, with a
+    watermark on ts)."""
     if isinstance(node, Window):
-        return stream.select(*[c for c in node.columns if c not in WINDOW_COLUMNS])
+        return stream.select(*[c for c in node.columns if c not in WINDOW_COLUMNS], HEARTBEAT)
     if isinstance(node, Select):
-        predicate = F.expr(node.predicate.sql(dialect="spark"))
-        if not node.input.instantiated:
-            # Spark pushes predicates that do not name the event-time column below the
-            # watermark; one that names it stays above, where the heartbeat moves the watermark.
-            predicate = F.when(F.col(source_window(node).time_column).isNotNull(), predicate).otherwise(False)
-        return relation(node.input, stream).where(predicate)
+        return relation(node.input, stream).where(F.col(HEARTBEAT) | _predicate(node.predicate))
     if isinstance(node, Project):
         child = relation(node.input, stream)
-        kept = [F.expr(e.sql(dialect="spark")).alias(n) for n, e in node.expressions
+        kept = [_expr(e).alias(n) for n, e in node.expressions
                 if node.input.instantiated or n not in WINDOW_COLUMNS]
-        return child.select(*kept, *(["window"] if node.input.instantiated else []))
+        return child.select(*kept, *(["window"] if node.input.instantiated else []), HEARTBEAT)
     if isinstance(node, Aggregate):
         child = relation(node.input, stream)
         keys = [k for k in node.group_by if k not in WINDOW_COLUMNS]
         group = (F.col("window") if node.input.instantiated
                  else _window(node.input)).alias("window")
-        out = child.groupBy(group, *keys).agg(*[_aggregate(a.func, a.arg).alias(a.name)
-                                                 for a in node.aggregates])
+        out = child.groupBy(group, *keys, HEARTBEAT).agg(*_aggregates(node))
         return _with_window_columns(out, node.columns)
     if isinstance(node, Join):
         left = _instantiated(node.left, stream).alias("l")
         right = _instantiated(node.right, stream).alias("r")
-        condition = F.col("l.window") == F.col("r.window")
+        left_hb, right_hb = F.col(f"l.{HEARTBEAT}"), F.col(f"r.{HEARTBEAT}")
+        condition = (F.col("l._window_time") == F.col("r._window_time")) & (left_hb == right_hb)
+        equal = F.lit(True)
         for l, r in node.keys:
-            condition = condition & (F.col(f"l.{l}") == F.col(f"r.{r}"))
-        left_columns = set(node.left.columns) | {"window"}
-        joined = left.join(right, condition, "inner")
-        columns = [F.col(f"l.{c}" if c in left_columns else f"r.{c}").alias(c)
-                   for c in node.columns] + [F.col("l.window").alias("window")]
-        joined = joined.select(*columns)
+            # Null-safe equality is the equi-join key that pairs heartbeats (null keys); data
+            # rows keep SQL's equality, under which null keys match nothing.
+            condition = condition & F.col(f"l.{l}").eqNullSafe(F.col(f"r.{r}"))
+            equal = equal & (F.col(f"l.{l}") == F.col(f"r.{r}"))
+        joined = left.join(right, condition & (left_hb | F.coalesce(equal, F.lit(False))), "inner")
+        left_columns = set(node.left.columns) | {"window", HEARTBEAT}
+        joined = joined.select(*[F.col(f"l.{c}" if c in left_columns else f"r.{c}").alias(c)
+                                 for c in (*node.columns, "window", HEARTBEAT)])
         if node.condition is not None:
-            joined = joined.where(F.expr(node.condition.sql(dialect="spark")))
+            joined = joined.where(F.col(HEARTBEAT) | _predicate(node.condition))
         return joined
     raise TandemError(f"{node.kind} cannot run in Spark")
+
+
+def tagged(node: Node, stream: DataFrame) -> DataFrame:
+    """A relation as it leaves the streaming part: its columns, ``window_end`` for rows tagged
+    with a window instance, and the heartbeat flag."""
+    rows = relation(node, stream)
+    if not node.instantiated:
+        return rows
+    extra = [] if "window_end" in node.columns else [F.col("window.end").alias("window_end")]
+    return rows.select(*node.columns, *extra, HEARTBEAT)
+
+
+def apply(node: Node, inputs: list[DataFrame]) -> DataFrame:
+    """One operator over the instantaneous relations of complete window_ends (rows tagged with
+    ``window_end``): the Spark operators that run after a DB-op."""
+    if isinstance(node, Select):
+        return inputs[0].where(_predicate(node.predicate))
+    if isinstance(node, Project):
+        names = [n for n, _ in node.expressions]
+        return inputs[0].select(*[_expr(e).alias(n) for n, e in node.expressions],
+                                *([] if "window_end" in names else ["window_end"]))
+    if isinstance(node, Aggregate):
+        return inputs[0].groupBy(*node.group_by).agg(*_aggregates(node))
+    if isinstance(node, Join):
+        left, right = inputs[0].alias("l"), inputs[1].alias("r")
+        condition = F.col("l.window_end") == F.col("r.window_end")
+        for l, r in node.keys:
+            condition = condition & (F.col(f"l.{l}") == F.col(f"r.{r}"))
+        left_columns = set(node.left.columns)
+        joined = left.join(right, condition, "inner").select(
+            *[F.col(f"l.{c}" if c in left_columns else f"r.{c}").alias(c) for c in node.columns])
+        return joined if node.condition is None else joined.where(_predicate(node.condition))
+    raise TandemError(f"{node.kind} cannot run in Spark")
+
+
+def _expr(e) -> Column:
+    return F.expr(e.sql(dialect="spark"))
+
+
+def _predicate(e) -> Column:
+    """A WHERE clause keeps the rows whose predicate is true (not null)."""
+    return F.coalesce(_expr(e), F.lit(False))
 
 
 def _window(node: Node) -> Column:
@@ -74,13 +126,13 @@ def _window(node: Node) -> Column:
 
 
 def _instantiated(node: Node, stream: DataFrame) -> DataFrame:
-    """Rows tagged with their window instance: a windowed stream's rows are expanded to every
-    window that holds them."""
+    """Rows tagged with their window instance, and its end as an event time for the join's
+    watermark: a windowed stream's rows are expanded to every window that holds them."""
     rows = relation(node, stream)
-    if node.instantiated:
-        return rows
-    expanded = rows.select(_window(node).alias("window"), *rows.columns)
-    return _with_window_columns(expanded, node.columns)
+    if not node.instantiated:
+        rows = _with_window_columns(rows.select(_window(node).alias("window"), *rows.columns),
+                                    node.columns)
+    return rows.withColumn("_window_time", F.window_time("window"))
 
 
 def _with_window_columns(frame: DataFrame, columns) -> DataFrame:
@@ -90,10 +142,14 @@ def _with_window_columns(frame: DataFrame, columns) -> DataFrame:
     return frame
 
 
+def _aggregates(node: Aggregate) -> list[Column]:
+    return [_aggregate(a.func, a.arg).alias(a.name) for a in node.aggregates]
+
+
 def _aggregate(func: str, arg) -> Column:
     if func == "COUNT":
-        return F.count(F.lit(1)) if arg is None else F.count(F.expr(arg.sql(dialect="spark")))
-    value = F.expr(arg.sql(dialect="spark"))
+        return F.count(F.lit(1)) if arg is None else F.count(_expr(arg))
+    value = _expr(arg)
     return {"SUM": F.sum, "AVG": F.avg, "MIN": F.min, "MAX": F.max, "MEDIAN": F.median}[func](value)
 
 

@@ -1,17 +1,23 @@
-"""The MIG operator (Ji Sec. 6.2, Fig. 6.2): the bridge from Spark micro-batches to a DB-op.
+"""The MIG operator (Ji Sec. 6.2, Fig. 6.2): the bridge between Spark micro-batches and DuckDB.
 
-It runs inside the Spark query as ``foreachBatch``. For every micro-batch it
+It runs inside the Spark query as ``foreachBatch``, over one streaming DataFrame that holds,
+tagged by relation id, every relation leaving Spark's streaming operators (a *crossing*,
+``optimizer/deployment.py``) and the event times of the stream. For every micro-batch it
 
-1. runs the Spark-side operators of each DB-op input on the batch and moves their rows to
-   DuckDB as Arrow (``toArrow``; DuckDB scans the Arrow buffers);
-2. evaluates the DB-op for every window_end the batch completes, all in one query: the input
-   is in event-time order, so every window ending at or before the batch's latest event is
-   complete;
-3. commits the result rows and its progress together, keyed by the batch id, so that Spark's
+1. moves the rows of each crossing to its DuckDB table as Arrow (``toArrow``; DuckDB scans the
+   Arrow buffers), and records how far each crossing is complete: the stream up to its latest
+   event (it arrives in event-time order), a relation of Spark's stateful operators up to the
+   last window its heartbeat rows closed;
+2. evaluates the part of the plan after the MIG for every window_end that all crossings have
+   completed, bottom-up: each DB-op as one DuckDB query over all those window_ends, each Spark
+   operator after a DB-op on DataFrames of DuckDB's rows (``createDataFrame`` from Arrow);
+3. commits the result rows and the progress together, keyed by the batch id, so that Spark's
    replay of a batch after a restart neither loses nor duplicates rows;
 4. purges the rows no open window needs.
 
-It counts the tuples and bytes it moves.
+When the whole plan runs in Spark, the root is the only crossing and, once Spark has tagged its
+rows with their window, they are the results as they come.
+It counts the tuples and bytes it moves in each direction.
 """
 
 from __future__ import annotations
@@ -20,29 +26,32 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import reduce
 
 import pyarrow as pa
-from pyspark.sql import DataFrame
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from columnar.fragment_sql import Fragment, fragments
-from columnar.store import ColumnarStore
-from optimizer.cost import DUCKDB
-from optimizer.errors import TandemError
-from optimizer.logical import Project, Select
-from optimizer.physical import PhysicalPlan
-from rowstream.dsps import relation
+from columnar.fragment_sql import fragments, input_table, read_sql
+from columnar.store import ColumnarStore, Progress
+from optimizer.deployment import Deployment
+from optimizer.logical import Node
+from rowstream.dsps import HEARTBEAT, apply, tagged
 
 EPOCH = datetime(1970, 1, 1)
+RELATION = "_relation"
+STREAM = "stream"  # the crossing id of the stream's own event times
 
 
 @dataclass
 class Transfers:
-    """Tuples and bytes moved from Spark to DuckDB (calibration needs them). Nothing moves back
-    yet: the runtime runs no Spark operator after a DB-op."""
+    """Tuples and bytes moved between the engines (calibration needs them)."""
 
     to_duckdb_tuples: int = 0
     to_duckdb_bytes: int = 0
+    to_spark_tuples: int = 0
+    to_spark_bytes: int = 0
 
 
 @dataclass
@@ -53,97 +62,186 @@ class BatchReport:
     window_ends: int  # window_ends evaluated
     result_rows: int
     seconds: float
-    final: bool  # the heartbeat that ends a finite stream
 
 
 @dataclass
 class Mig:
-    """foreachBatch callable that runs the DB-op of a plan whose Spark side is the gateway plus
-    selections and projections of the windowed stream (``mig_fragment`` checks that)."""
+    """The ``foreachBatch`` callable of a deployed plan; ``stream`` builds what it reads."""
 
     query: str
-    physical: PhysicalPlan
-    fragment: Fragment
+    deployment: Deployment
     store: ColumnarStore
+    spark: SparkSession
     on_batch: Callable[[BatchReport], None] | None = None
     final_end: datetime | None = None  # a finite stream's last window_end
     transfers: Transfers = field(default_factory=Transfers)
     finished: bool = False
 
     def __post_init__(self):
-        by_id = self.physical.logical.by_id
-        self.inputs = [(table.table, by_id[table.table.removeprefix("in_")])
-                       for table in self.fragment.inputs]
-        self.step = timedelta(seconds=self.physical.logical.root.slide)
-        self._prepared = False
+        plan = self.deployment.physical.logical
+        self.plan = plan
+        self.step = timedelta(seconds=plan.root.slide)
+        self.crossings = {self.deployment.relation_id(n): n for n in self.deployment.crossings}
+        self.fragments = {f.id: f for f in fragments(self.deployment.physical)}
+        # Every table of the part after the MIG: the crossings', and those of Spark operators'
+        # rows that a DB-op reads.
+        tables = {input_table(n, plan).table: input_table(n, plan) for n in self.crossings.values()}
+        for fragment in self.fragments.values():
+            tables.update({t.table: t for t in fragment.inputs})
+        self.tables = list(tables.values())
+        self.root = plan.relation_ids[plan.root]
+        self.direct = self.root in self.crossings and plan.root.instantiated
+
+    def stream(self, source: DataFrame) -> DataFrame:
+        """What ``foreachBatch`` receives: every crossing as a struct column named by its
+        relation id, and the stream's event times, one union tagged by ``_relation``."""
+        parts = [source.select(F.lit(STREAM).alias(RELATION),
+                               F.struct("ts", HEARTBEAT).alias(STREAM))]
+        for rid, node in self.crossings.items():
+            rows = tagged(node, source)
+            parts.append(rows.select(F.lit(rid).alias(RELATION), F.struct(*rows.columns).alias(rid)))
+        return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         started = time.perf_counter()
-        batch = batch.persist()  # the stream is read once, whatever the number of inputs
+        batch = batch.persist()  # every crossing reads the micro-batch
         try:
             report = self._process(batch, batch_id)
         finally:
             batch.unpersist()
         report.seconds = time.perf_counter() - started
-        self.finished = self.finished or report.final
         if self.on_batch:
             self.on_batch(report)
 
     def _process(self, batch: DataFrame, batch_id: int) -> BatchReport:
-        data = batch.where(~F.col("heartbeat"))
+        before = self.store.progress(self.query, before=batch_id)
+        frontiers = dict(before.frontiers)
+        events = batch.where(F.col(RELATION) == STREAM).select(f"{STREAM}.*")
         # Event times as microseconds: collected timestamps would come back in local time.
-        latest, first, tuples, final = batch.agg(
-            F.unix_micros(F.max("ts")), F.unix_micros(F.min(F.when(~F.col("heartbeat"), F.col("ts")))),
-            F.count(F.when(~F.col("heartbeat"), 1)), F.max(F.col("heartbeat").cast("int")),
-        ).first()
-        latest, first = _utc(latest), _utc(first)
-        arrows = {table: naive(relation(node, data).toArrow()) for table, node in self.inputs}
-        if not self._prepared:
-            self.store.prepare(self.query, [self.fragment], {t: a.schema for t, a in arrows.items()})
-            self._prepared = True
-        for table, rows in arrows.items():
-            self.store.append(self.query, table, rows, batch_id)
-            self.transfers.to_duckdb_tuples += rows.num_rows
-            self.transfers.to_duckdb_bytes += rows.nbytes
+        latest, first, tuples = events.agg(
+            F.unix_micros(F.max("ts")),
+            F.unix_micros(F.min(F.when(~F.col(HEARTBEAT), F.col("ts")))),
+            F.count(F.when(~F.col(HEARTBEAT), 1))).first()
+        if latest is not None:
+            frontiers[STREAM] = max(_utc(latest), frontiers.get(STREAM, EPOCH))
+        first_ts = before.first_ts or _utc(first)
 
-        first_ts, last_end = self.store.progress(self.query, before=batch_id)
-        first_ts = first_ts or first
-        ends: list[datetime] = []
-        if first_ts is not None and latest is not None:
-            end = last_end + self.step if last_end else _first_end(first_ts, self.step)
-            last = min(latest, self.final_end) if self.final_end else latest
-            while end <= last:  # complete: every event before it has arrived
-                ends.append(end)
-                end += self.step
-        results = self.store.evaluate(self.query, self.fragment, ends) if ends else None
-        rows = self.store.commit(self.query, batch_id, results, first_ts,
-                                 ends[-1] if ends else last_end)
+        results = None
+        for rid, node in self.crossings.items():
+            rows = self._to_duckdb(batch.where(F.col(RELATION) == rid).select(f"{rid}.*"))
+            marks = rows.filter(rows.column(HEARTBEAT))
+            rows = rows.filter(pc.invert(rows.column(HEARTBEAT))).drop_columns([HEARTBEAT])
+            if node.instantiated and marks.num_rows:
+                frontiers[rid] = max(pc.max(marks.column("window_end")).as_py(),
+                                     frontiers.get(rid, EPOCH))
+            if rid == self.root and self.direct:
+                results = self._final(rows)
+            else:
+                self.store.append(self.query, input_table(node, self.plan).table, rows, batch_id)
+
+        ends = self._complete_ends(before.last_end, first_ts, frontiers)
+        if ends:
+            results = self._evaluate(ends, batch_id)
+        last_end = ends[-1] if ends else before.last_end
+        if self.direct and self.root in frontiers:
+            last_end = frontiers[self.root]
+        count = self.store.commit(self.query, batch_id, results,
+                                  Progress(first_ts, last_end, frontiers))
         if ends:
             # One batch behind: a replay of this batch still finds the rows it needs.
-            self.store.purge(self.query, self.fragment, ends[0])
-        return BatchReport(batch_id, tuples, latest, len(ends), rows, 0.0, bool(final))
+            self.store.purge(self.query, self.tables, ends[0])
+        self.finished = bool(self.final_end and last_end and last_end >= self.final_end)
+        if self.direct:
+            ends = pc.unique(results.column("window_end")) if results is not None else []
+        return BatchReport(batch_id, tuples, _utc(latest), len(ends), count, 0.0)
 
+    def _complete_ends(self, last_end: datetime | None, first_ts: datetime | None,
+                       frontiers: dict[str, datetime]) -> list[datetime]:
+        """The window_ends after the last evaluated one that every crossing has completed."""
+        if self.direct or first_ts is None:
+            return []
+        needed = [STREAM if not node.instantiated else rid for rid, node in self.crossings.items()]
+        if any(rid not in frontiers for rid in needed):
+            return []
+        bound = min(frontiers[rid] for rid in needed)
+        if self.final_end:
+            bound = min(bound, self.final_end)
+        end = last_end + self.step if last_end else _first_end(first_ts, self.step)
+        ends = []
+        while end <= bound:
+            ends.append(end)
+            end += self.step
+        return ends
 
-def mig_fragment(physical: PhysicalPlan) -> Fragment:
-    """This runtime runs in Spark the gateway and stateless operators of the windowed stream,
-    and everything else in one DB-op at the root. Other placements are refused by name."""
-    plan = physical.logical
-    # A selection or projection of rows not yet tagged with a window has only such below it.
-    stateful = [plan.ids[op] for op in plan.operators if physical.engine_of(op) != DUCKDB
-                and (op.instantiated or not isinstance(op, (Select, Project)))]
-    if not plan.operators or stateful or physical.engine_of(plan.root) != DUCKDB:
-        where = ", ".join(stateful) or plan.ids[plan.root]
-        raise TandemError(
-            f"this placement runs {where} in Spark; the runtime runs in Spark only the selections "
-            "and projections of a windowed stream, with the rest in DuckDB (Spark's stateful "
-            "operators come next): place them in DuckDB, e.g. --placement duckdb")
-    [fragment] = fragments(physical)
-    return fragment
+    def _evaluate(self, ends: list[datetime], batch_id: int) -> pa.Table:
+        """The part of the plan after the MIG, bottom-up, for ``ends``: the root's rows."""
+        if self.root in self.crossings:  # Spark's rows of a windowed stream, one per window
+            return self._final(self.store.evaluate(self.query, read_sql(self.plan.root, self.plan),
+                                                   ends))
+        outputs: dict[str, pa.Table | DataFrame] = {}
+        for step in self.deployment.steps:
+            rid = self.plan.relation_ids[step.node]
+            if rid in outputs or rid in self.crossings:
+                continue  # a second copy of a relation already computed
+            if step.in_duckdb:
+                fragment = self.fragments[step.db_op]
+                for table in fragment.inputs:
+                    source = table.table.removeprefix("in_")
+                    if source in outputs:  # rows of a Spark operator after the MIG
+                        self.store.append(self.query, table.table,
+                                          self._arrow(outputs[source]), batch_id)
+                outputs[rid] = self.store.evaluate(self.query, fragment.sql, ends)
+            else:
+                outputs[rid] = apply(step.node, [self._dataframe(i, outputs, ends)
+                                                 for i in step.node.inputs])
+        return self._final(self._arrow(outputs[self.root]))
+
+    def _dataframe(self, node: Node, outputs: dict, ends: list[datetime]) -> DataFrame:
+        """A Spark operator's input after the MIG, for ``ends``."""
+        rid = self.plan.relation_ids[node]
+        if rid in self.crossings:
+            value = self.store.evaluate(self.query, read_sql(node, self.plan), ends)
+        else:
+            value = outputs[rid]
+        if isinstance(value, DataFrame):
+            return value
+        self.transfers.to_spark_tuples += value.num_rows
+        self.transfers.to_spark_bytes += value.nbytes
+        frame = self.spark.createDataFrame(_utc_instants(value))
+        if rid not in self.crossings:
+            outputs[rid] = frame
+        return frame
+
+    def _arrow(self, value: pa.Table | DataFrame) -> pa.Table:
+        return value if isinstance(value, pa.Table) else self._to_duckdb(value)
+
+    def _to_duckdb(self, frame: DataFrame) -> pa.Table:
+        rows = naive(frame.toArrow())
+        self.transfers.to_duckdb_tuples += rows.num_rows
+        self.transfers.to_duckdb_bytes += rows.nbytes
+        return rows
+
+    def _final(self, rows: pa.Table) -> pa.Table:
+        """The result columns, up to a finite stream's last window_end."""
+        rows = rows.select(list(self.plan.root.columns))
+        if self.final_end is None or rows.num_rows == 0:
+            return rows
+        return rows.filter(pc.less_equal(rows.column("window_end"),
+                                         pa.scalar(self.final_end, pa.timestamp("us"))))
 
 
 def naive(table: pa.Table) -> pa.Table:
     """Spark hands timestamps as UTC instants; DuckDB's window state holds UTC wall time."""
-    fields = [pa.field(f.name, pa.timestamp("us")) if pa.types.is_timestamp(f.type) else f
+    return _retype(table, pa.timestamp("us"))
+
+
+def _utc_instants(table: pa.Table) -> pa.Table:
+    """DuckDB's UTC wall times as the instants Spark's timestamps are."""
+    return _retype(table, pa.timestamp("us", tz="UTC"))
+
+
+def _retype(table: pa.Table, timestamp: pa.DataType) -> pa.Table:
+    fields = [pa.field(f.name, timestamp) if pa.types.is_timestamp(f.type) else f
               for f in table.schema]
     return table.cast(pa.schema(fields))
 

@@ -1,9 +1,11 @@
 """Stream sources: the smart-plug generator (a Python streaming data source) and a landing
 directory of DEBS 2014 CSV (or Parquet) files.
 
-Both give the columns of the DEBS schema with ``ts`` as a UTC timestamp, plus ``heartbeat``:
-the generator ends with one heartbeat row at the last window_end of the finite stream, which
-moves the event-time watermark so that the last windows complete. Operators drop heartbeats."""
+Both give the columns of the DEBS schema with ``ts`` as a UTC timestamp, plus ``heartbeat``.
+Every micro-batch of the generator ends with a heartbeat row (only ``ts`` set) at the end of its
+span of event time, and the stream with one past its last window_end. Heartbeats move the
+event-time watermark, and they flow through Spark's operators as punctuation: an operator that
+emits a heartbeat row for a window has emitted every row of it (``rowstream/dsps.py``)."""
 
 from __future__ import annotations
 
@@ -30,7 +32,8 @@ class _Span(InputPartition):
 
 
 class _GeneratorReader(DataSourceStreamReader):
-    """Micro-batch k holds event time [k * span, (k + 1) * span); the last one the heartbeat."""
+    """Micro-batch k holds event time [k * span, (k + 1) * span) and a heartbeat at its end;
+    the last micro-batch holds only the heartbeat that ends the stream."""
 
     def __init__(self, options: dict):
         self.options = dict(options)
@@ -67,11 +70,14 @@ class _GeneratorReader(DataSourceStreamReader):
     def read(self, partition: _Span):
         plugs = self._plugs()
         if partition.batch < self.data_batches:
-            table = plugs.between(partition.batch * self.span,
-                                  min((partition.batch + 1) * self.span, self.duration))
-            table = table.append_column("heartbeat", pa.array([False] * table.num_rows))
+            end = min((partition.batch + 1) * self.span, self.duration)
+            table = plugs.between(partition.batch * self.span, end)
+            table = pa.concat_tables([
+                table.append_column("heartbeat", pa.array([False] * table.num_rows)),
+                heartbeat(plugs, (plugs.start + end) * 1_000_000)])
         else:
-            table = heartbeat(plugs, self.duration, self.slide, self.flush)
+            end_us = last_window_end(plugs, self.duration, self.slide) + round(self.flush * 1_000_000)
+            table = heartbeat(plugs, end_us)
         schema = pa.schema([pa.field("ts", pa.timestamp("us", tz="UTC")) if f.name == "ts" else f
                             for f in table.schema])
         yield from table.cast(schema).to_batches()
@@ -89,13 +95,12 @@ def last_window_end(plugs, duration: float, slide: float) -> int:
     return -(-last_us // step) * step
 
 
-def heartbeat(plugs, duration: float, slide: float, flush: float = 0.0) -> pa.Table:
-    """One row ``flush`` seconds after the last window_end of a finite stream. It moves the
-    watermark far enough for every stateful operator, chained ones too, to emit the last
-    windows; whoever writes results keeps the window_ends up to the last one only."""
-    end_us = last_window_end(plugs, duration, slide) + round(flush * 1_000_000)
+def heartbeat(plugs, ts_us: float) -> pa.Table:
+    """A heartbeat row at ``ts_us`` microseconds. The one that ends a finite stream lies far
+    enough past the last window_end for every stateful operator, chained ones too, to emit the
+    last windows; whoever writes results keeps the window_ends up to the last one only."""
     row = {field.name: pa.nulls(1, field.type) for field in plugs.events(0, 0).schema}
-    row["ts"] = pa.array([end_us], pa.timestamp("us"))
+    row["ts"] = pa.array([round(ts_us)], pa.timestamp("us"))
     return pa.table({**row, "heartbeat": pa.array([True])})
 
 

@@ -8,19 +8,15 @@ import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
-from pyspark.sql import functions as F
-
 from columnar.store import DEFAULT_PATH, ColumnarStore, schema_name
-from optimizer.cost import DUCKDB
+from optimizer.deployment import deploy
 from optimizer.errors import TandemError
-from optimizer.logical import Join, windows
-from rowstream.dsps import relation
-from rowstream.mig import EPOCH, BatchReport, Mig, Transfers, mig_fragment
+from optimizer.logical import windows
+from rowstream.mig import EPOCH, BatchReport, Mig, Transfers
 from rowstream.session import spark_session
-from rowstream.sink import ResultSink
 from rowstream.sources import generator_stream, landing_stream, last_window_end
 from tandem.explain import Explanation, explain
 from tandem.workload import SmartPlugs
@@ -68,15 +64,12 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
         if on_batch:
             on_batch(report)
 
-    # Refuse what the runtime cannot run before touching any state or starting Spark.
     generated = source == "generator"
     if not generated and not Path(source).is_dir():
         raise TandemError(f"--source {source!r}: give 'generator' or a directory of CSV files")
-    pure_spark = all(physical.engine_of(op) != DUCKDB for op in physical.logical.operators)
-    if pure_spark:
-        runnable_in_spark(physical)
-    else:
-        fragment = mig_fragment(physical)
+    if not physical.logical.operators:
+        raise TandemError("the query only windows a stream: give it an operator to run")
+    deployment = deploy(physical)
     columnar = ColumnarStore(store)
     checkpoint = Path(checkpoint) if checkpoint else CHECKPOINTS / name
     if not resume:
@@ -88,32 +81,24 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
     if generated:
         plugs = SmartPlugs(rate=rate, **(topology or {}))
         final_end = EPOCH + timedelta(microseconds=last_window_end(plugs, duration, slide))
-    bridge = (ResultSink(name, columnar, final_end, record) if pure_spark
-              else Mig(name, physical, fragment, columnar, record, final_end=final_end))
 
     spark = spark_session()
-    # The heartbeat goes far enough past the last window_end for chained stateful operators.
-    flush = max(w.size for w in windows(physical.logical.root)) + 10 * slide
+    bridge = Mig(name, deployment, columnar, spark, record, final_end=final_end)
     if generated:
+        # The last heartbeat goes far enough past the last window_end for chained operators.
+        flush = max(w.size for w in windows(physical.logical.root)) + 10 * slide
         stream = generator_stream(spark, rate=rate, duration=duration, span=span, slide=slide,
                                   flush=flush, **(topology or {}))
     else:
         stream = landing_stream(spark, source)
-    if pure_spark:
-        # A filter that names ts stays above the watermark: the heartbeat still moves it.
-        data = stream.withWatermark("ts", "0 seconds").where(
-            ~(F.col("heartbeat") & F.col("ts").isNotNull()))
-        stream = relation(physical.logical.root, data).select(*physical.logical.root.columns)
-        writer = stream.writeStream.outputMode("append")
-    else:
-        writer = stream.writeStream
-    writer = writer.foreachBatch(bridge).option("checkpointLocation", str(checkpoint))
+    writer = (bridge.stream(stream.withWatermark("ts", "0 seconds")).writeStream
+              .outputMode("append").foreachBatch(bridge)
+              .option("checkpointLocation", str(checkpoint)))
     writer = writer if generated else writer.trigger(availableNow=True)
-    flush_time = final_end + timedelta(seconds=flush) if final_end else None
     started = time.perf_counter()
     handle = writer.queryName(f"tandem_{name}").start()
     try:
-        while handle.isActive and not _finished(bridge, handle, flush_time):
+        while handle.isActive and not bridge.finished:
             if stop_after is not None and len(reports) >= stop_after:
                 break
             if handle.exception():
@@ -123,37 +108,6 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
         handle.stop()
         columnar.close()
     wall = time.perf_counter() - started
-    tuples = (sum(r.tuples for r in reports) if not pure_spark else
-              _source_tuples(handle) - (1 if flush_time else 0))
-    return RunSummary(name, physical.placement, tuples, len(reports),
+    return RunSummary(name, physical.placement, sum(r.tuples for r in reports), len(reports),
                       sum(r.window_ends for r in reports), sum(r.result_rows for r in reports),
                       wall, bridge.transfers, str(store), f"{schema_name(name)}.results")
-
-
-def runnable_in_spark(physical) -> None:
-    """Pure-Spark plans run with Spark's built-in operators; joins among them do not yet."""
-    plan = physical.logical
-    if not plan.operators:
-        raise TandemError("the query only windows a stream: give it an operator to run")
-    joins = [plan.ids[op] for op in plan.operators if isinstance(op, Join)]
-    if joins:
-        raise TandemError(f"this placement runs the join {', '.join(joins)} in Spark; the "
-                          "runtime does not run Spark joins yet (they come next): place them "
-                          "in DuckDB")
-
-
-def _finished(bridge, handle, flush_time: datetime | None) -> bool:
-    """The MIG sees the heartbeat itself; behind Spark's stateful operators, the run is over
-    once a micro-batch has run with the watermark at the heartbeat."""
-    if isinstance(bridge, Mig):
-        return bridge.finished
-    progress = handle.lastProgress
-    if flush_time is None or not progress or "watermark" not in progress.get("eventTime", {}):
-        return False
-    watermark = datetime.fromisoformat(progress["eventTime"]["watermark"].replace("Z", "+00:00"))
-    return watermark.replace(tzinfo=None) >= flush_time
-
-
-def _source_tuples(handle) -> int:
-    seen = {p["batchId"]: p["numInputRows"] for p in handle.recentProgress}
-    return sum(seen.values())

@@ -98,16 +98,16 @@ def test_duckdb_fragments_of_every_placement_match_the_reference(catalog, profil
         physical = optimize(query_sql(name), catalog, profile, 20, placement=spec).plan
         for fragment in fragments(physical):
             store = ColumnarStore(":memory:")
+            store.create(name)
             inputs = {}
             for table in fragment.inputs:
                 node = physical.logical.by_id[table.table.removeprefix("in_")]
                 rows = (truth.relation(node) if table.window_size is None
                         else stream_rows(node, streams)).select(table.columns)
                 inputs[table.table] = rows.to_arrow()
-            store.prepare(name, [fragment], {t: a.schema for t, a in inputs.items()})
             for table, rows in inputs.items():
                 store.append(name, table, rows, batch_id=0)
-            got = pl.from_arrow(store.evaluate(name, fragment, ends))
+            got = pl.from_arrow(store.evaluate(name, fragment.sql, ends))
             root = physical.logical.by_id[fragment.members[-1]]
             want = truth.result(root)
             assert_same_rows(got.select(root.columns), want)

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from columnar.fragment_sql import fragments
-from columnar.store import ColumnarStore
+from columnar.store import ColumnarStore, Progress
 from optimizer import optimize
 from tandem.workload import SmartPlugs
 from tests.conftest import query_sql
@@ -27,11 +27,11 @@ def q5(catalog, profile):
 def test_evaluating_in_one_pass_or_slide_by_slide_gives_the_same_rows(tmp_path, q5):
     rows = SmartPlugs(rate=10, houses=2, households_per_house=2, plugs=6).between(0, 400)
     store = ColumnarStore(tmp_path / "t.duckdb")
-    store.prepare("q5", [q5], {"in_window_1": rows.schema})
+    store.create("q5")
     store.append("q5", "in_window_1", rows, batch_id=0)
     ends = [START + timedelta(seconds=s) for s in range(300, 400)]
-    together = store.evaluate("q5", q5, ends)
-    apart = pa.concat_tables(store.evaluate("q5", q5, [e]) for e in ends)
+    together = store.evaluate("q5", q5.sql, ends)
+    apart = pa.concat_tables(store.evaluate("q5", q5.sql, [e]) for e in ends)
     key = [(c, "ascending") for c in together.column_names]
     assert together.sort_by(key).equals(apart.sort_by(key))
     assert together.num_rows > 0
@@ -40,31 +40,32 @@ def test_evaluating_in_one_pass_or_slide_by_slide_gives_the_same_rows(tmp_path, 
 def test_purge_keeps_exactly_what_open_windows_need(tmp_path, q5):
     rows = SmartPlugs(rate=10, houses=2, households_per_house=2, plugs=6).between(0, 400)
     store = ColumnarStore(tmp_path / "t.duckdb")
-    store.prepare("q5", [q5], {"in_window_1": rows.schema})
+    store.create("q5")
     store.append("q5", "in_window_1", rows, batch_id=0)
     next_end = START + timedelta(seconds=350)
-    before = store.evaluate("q5", q5, [next_end])
-    deleted = store.purge("q5", q5, next_end)
+    before = store.evaluate("q5", q5.sql, [next_end])
+    deleted = store.purge("q5", q5.inputs, next_end)
     # 5-minute windows ending at 350 s or later need rows from 50 s on: 10 rows/s * 50 s go.
     assert deleted == 500 and store.rows("q5", "in_window_1") == 3500
-    assert store.evaluate("q5", q5, [next_end]).equals(before)
+    assert store.evaluate("q5", q5.sql, [next_end]).equals(before)
 
 
 def test_replayed_batches_replace_their_rows_results_and_progress(tmp_path, q5):
     rows = SmartPlugs(rate=10, houses=2, households_per_house=2, plugs=6).between(0, 10)
     store = ColumnarStore(tmp_path / "t.duckdb")
-    store.prepare("q5", [q5], {"in_window_1": rows.schema})
+    store.create("q5")
     result = pa.table({"k": [1, 2], "window_end": pa.array([START, START], pa.timestamp("us"))})
     end = START + timedelta(seconds=1)
     store.append("q5", "in_window_1", rows.slice(0, 50), batch_id=0)
-    store.commit("q5", 0, result, START, end)
+    store.commit("q5", 0, result, Progress(START, end, {"stream": end}))
+    later = Progress(START, end + timedelta(seconds=1), {"stream": end, "aggregate_1": end})
     for _ in range(2):  # batch 1, then batch 1 again after a restart
         store.append("q5", "in_window_1", rows.slice(50), batch_id=1)
-        store.commit("q5", 1, result.slice(0, 1), START, end + timedelta(seconds=1))
+        store.commit("q5", 1, result.slice(0, 1), later)
     assert store.rows("q5", "in_window_1") == 100
     assert store.results("q5").num_rows == 3
-    assert store.progress("q5", before=1) == (START, end)
+    assert store.progress("q5", before=1) == Progress(START, end, {"stream": end})
     store.close()
     reopened = ColumnarStore(tmp_path / "t.duckdb")  # the file survives the process
     assert reopened.results("q5").num_rows == 3
-    assert reopened.progress("q5", before=2) == (START, end + timedelta(seconds=1))
+    assert reopened.progress("q5", before=2) == later

@@ -1,0 +1,67 @@
+"""How a physical plan is deployed on the two engines (Ji Sec. 6.2, Fig. 6.2).
+
+The stream enters Spark. Every Spark operator with only the stream below it (no DuckDB operator
+among its inputs, transitively) runs as a Spark Structured Streaming operator. The relations
+that leave that streaming part, because a DB-op or the result sink reads them, cross the MIG
+into DuckDB. After it, per micro-batch and for the window_ends the batch completes, the plan
+runs bottom-up in *steps*: each DB-op as one DuckDB query, and each Spark operator that sits
+above a DB-op as a Spark operator over the instantaneous relations of those window_ends (the
+MIG hands DuckDB's rows back as DataFrames). Such relations are finite and complete, so these
+Spark operators need no state across micro-batches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from optimizer.cost import DUCKDB
+from optimizer.logical import Node, Window, post_order
+from optimizer.physical import PhysicalPlan, db_fragments
+
+
+@dataclass(frozen=True)
+class Step:
+    """One operator of the part after the MIG: a DB-op (``db_op`` its id) or a Spark operator."""
+
+    node: Node  # the DB-op's root, or the Spark operator
+    db_op: str | None = None
+
+    @property
+    def in_duckdb(self) -> bool:
+        return self.db_op is not None
+
+
+@dataclass(frozen=True)
+class Deployment:
+    physical: PhysicalPlan
+    streaming: frozenset[Node]  # windows and Spark streaming operators
+    crossings: tuple[Node, ...]  # streaming relations read after the MIG, one per relation id
+    steps: tuple[Step, ...]  # post-order
+
+    def relation_id(self, node: Node) -> str:
+        return self.physical.logical.relation_ids[node]
+
+
+def deploy(physical: PhysicalPlan) -> Deployment:
+    plan = physical.logical
+    streaming: set[Node] = set()
+    for node in post_order(plan.root):
+        if isinstance(node, Window) or (
+                physical.engine_of(node) != DUCKDB and all(i in streaming for i in node.inputs)):
+            streaming.add(node)
+    crossing: dict[str, Node] = {}
+    for node in post_order(plan.root):
+        readers = [i for i in node.inputs if i in streaming] if node not in streaming else []
+        if node is plan.root and node in streaming:
+            readers.append(node)
+        for i in readers:
+            crossing.setdefault(plan.relation_ids[i], i)
+    fragments = db_fragments(plan, physical.placement)
+    by_root = {plan.by_id[op.members[-1]]: op.id for op in physical.db_ops}
+    steps = []
+    for node in plan.operators:  # post-order
+        if node in fragments:
+            steps.append(Step(node, by_root[node]))
+        elif node not in streaming and physical.engine_of(node) != DUCKDB:
+            steps.append(Step(node))
+    return Deployment(physical, frozenset(streaming), tuple(crossing.values()), tuple(steps))
