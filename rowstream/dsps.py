@@ -14,6 +14,8 @@ evicted by the event-time watermark:
 * a join pairs rows of equal window end (``window_time``, so that Spark evicts the join state
   by the watermark; windows of different sizes have different starts); rows of a windowed
   stream are first expanded to each window instance that holds them, as ``window()`` does.
+  A stream-stream join allows one event-time column per side, so the raw rows' ``ts`` and the
+  ``window`` struct give way to ``window_time``.
 
 The source's heartbeat rows flow through every operator as punctuation: selections pass them,
 aggregates group them apart, joins pair them only with each other. Spark emits all of a window's
@@ -68,9 +70,14 @@ def relation(node: Node, stream: DataFrame) -> DataFrame:
             condition = condition & F.col(f"l.{l}").eqNullSafe(F.col(f"r.{r}"))
             equal = equal & (F.col(f"l.{l}") == F.col(f"r.{r}"))
         joined = left.join(right, condition & (left_hb | F.coalesce(equal, F.lit(False))), "inner")
-        left_columns = set(node.left.columns) | {"window", HEARTBEAT}
+        left_columns = set(node.left.columns) | {HEARTBEAT}
         joined = joined.select(*[F.col(f"l.{c}" if c in left_columns else f"r.{c}").alias(c)
-                                 for c in (*node.columns, "window", HEARTBEAT)])
+                                 for c in (*node.columns, HEARTBEAT)],
+                               F.col("l._window_time").alias("_window_time"))
+        # The window struct again, for the operators above: the one-slide window that holds
+        # the end's last microsecond ends where the joined windows end.
+        joined = joined.select(*node.columns, HEARTBEAT, F.window(
+            "_window_time", f"{_micros(node.slide)} microseconds").alias("window"))
         if node.condition is not None:
             joined = joined.where(F.col(HEARTBEAT) | _predicate(node.condition))
         return joined
@@ -126,13 +133,14 @@ def _window(node: Node) -> Column:
 
 
 def _instantiated(node: Node, stream: DataFrame) -> DataFrame:
-    """Rows tagged with their window instance, and its end as an event time for the join's
-    watermark: a windowed stream's rows are expanded to every window that holds them."""
+    """Rows tagged with their window instance, whose end (``window_time``, its last
+    microsecond) is the only event time, as a join needs: a windowed stream's rows are expanded
+    to every window that holds them."""
     rows = relation(node, stream)
     if not node.instantiated:
         rows = _with_window_columns(rows.select(_window(node).alias("window"), *rows.columns),
                                     node.columns)
-    return rows.withColumn("_window_time", F.window_time("window"))
+    return rows.select(*node.columns, HEARTBEAT, F.window_time("window").alias("_window_time"))
 
 
 def _with_window_columns(frame: DataFrame, columns) -> DataFrame:
