@@ -12,10 +12,10 @@ evicted by the event-time watermark:
   ``median``;
 * an aggregate over tagged rows groups by their ``window`` struct (chained window aggregation);
 * a join pairs rows of equal window end (``window_time``, so that Spark evicts the join state
-  by the watermark; windows of different sizes have different starts); rows of a windowed
-  stream are first expanded to each window instance that holds them, as ``window()`` does.
-  A stream-stream join allows one event-time column per side, so the raw rows' ``ts`` and the
-  ``window`` struct give way to ``window_time``.
+  by the watermark; windows of different sizes have different starts). Rows of a windowed
+  stream join the other side's rows whose window holds them (a time-interval join), so the
+  state keeps each row once. A stream-stream join allows one event-time column per side, so
+  the ``window`` struct gives way to ``window_time`` and is rebuilt after the join.
 
 The source's heartbeat rows flow through every operator as punctuation: selections pass them,
 aggregates group them apart, joins pair them only with each other. Spark emits all of a window's
@@ -59,29 +59,58 @@ def relation(node: Node, stream: DataFrame) -> DataFrame:
         out = child.groupBy(group, *keys, HEARTBEAT).agg(*_aggregates(node))
         return _with_window_columns(out, node.columns)
     if isinstance(node, Join):
-        left = _instantiated(node.left, stream).alias("l")
-        right = _instantiated(node.right, stream).alias("r")
-        left_hb, right_hb = F.col(f"l.{HEARTBEAT}"), F.col(f"r.{HEARTBEAT}")
-        condition = (F.col("l._window_time") == F.col("r._window_time")) & (left_hb == right_hb)
-        equal = F.lit(True)
-        for l, r in node.keys:
-            # Null-safe equality is the equi-join key that pairs heartbeats (null keys); data
-            # rows keep SQL's equality, under which null keys match nothing.
-            condition = condition & F.col(f"l.{l}").eqNullSafe(F.col(f"r.{r}"))
-            equal = equal & (F.col(f"l.{l}") == F.col(f"r.{r}"))
-        joined = left.join(right, condition & (left_hb | F.coalesce(equal, F.lit(False))), "inner")
-        left_columns = set(node.left.columns) | {HEARTBEAT}
-        joined = joined.select(*[F.col(f"l.{c}" if c in left_columns else f"r.{c}").alias(c)
-                                 for c in (*node.columns, HEARTBEAT)],
-                               F.col("l._window_time").alias("_window_time"))
-        # The window struct again, for the operators above: the one-slide window that holds
-        # the end's last microsecond ends where the joined windows end.
-        joined = joined.select(*node.columns, HEARTBEAT, F.window(
-            "_window_time", f"{_micros(node.slide)} microseconds").alias("window"))
-        if node.condition is not None:
-            joined = joined.where(F.col(HEARTBEAT) | _predicate(node.condition))
-        return joined
+        return _join(node, stream)
     raise TandemError(f"{node.kind} cannot run in Spark")
+
+
+def _join(node: Join, stream: DataFrame) -> DataFrame:
+    """A stream-stream join at equal window end. Tagged rows pair on ``window_time``. A side of
+    rows of a windowed stream (Q1 joins its loads with their plug's peak) is not expanded to its
+    W/beta windows: its rows pair, by a time-interval join, with the other side's rows whose
+    window holds them, so Spark's join state keeps each row once (and drops it by the
+    watermark). If both sides are such rows, the right one is expanded."""
+    raw = "l" if not node.left.instantiated else None
+    frames = {"l": relation(node.left, stream) if raw else _instantiated(node.left, stream),
+              "r": _instantiated(node.right, stream)}
+    left, right = frames["l"].alias("l"), frames["r"].alias("r")
+    window_time = F.col("r._window_time")
+    if raw:
+        window = source_window(node.left)
+        ts = F.col(f"l.{window.time_column}")
+        size = _interval(window.size)
+        in_window = (ts > window_time - size) & (ts <= window_time)  # end - W <= ts < end
+    else:
+        in_window = F.col("l._window_time") == window_time
+    left_hb, right_hb = F.col(f"l.{HEARTBEAT}"), F.col(f"r.{HEARTBEAT}")
+    condition = in_window & (left_hb == right_hb)
+    equal = F.lit(True)
+    for l, r in node.keys:
+        # Null-safe equality is the equi-join key that pairs heartbeats (null keys); data rows
+        # keep SQL's equality, under which null keys match nothing.
+        condition = condition & F.col(f"l.{l}").eqNullSafe(F.col(f"r.{r}"))
+        equal = equal & (F.col(f"l.{l}") == F.col(f"r.{r}"))
+    joined = left.join(right, condition & (left_hb | F.coalesce(equal, F.lit(False))), "inner")
+
+    def column(name: str) -> Column:
+        side = "l" if name in node.left.columns else "r"
+        if side == raw and name in WINDOW_COLUMNS:  # the raw rows' window is the other side's
+            end = window_time + _interval(1e-6)
+            return (end if name == "window_end" else end - size).alias(name)
+        return F.col(f"{side}.{name}").alias(name)
+
+    joined = joined.select(*[column(c) for c in node.columns], left_hb.alias(HEARTBEAT),
+                           window_time.alias("_window_time"))
+    # The window struct again, for the operators above: the one-slide window that holds the
+    # end's last microsecond ends where the joined windows end.
+    joined = joined.select(*node.columns, HEARTBEAT, F.window(
+        "_window_time", f"{_micros(node.slide)} microseconds").alias("window"))
+    if node.condition is not None:
+        joined = joined.where(F.col(HEARTBEAT) | _predicate(node.condition))
+    return joined
+
+
+def _interval(seconds: float) -> Column:
+    return F.expr(f"INTERVAL '{seconds:.6f}' SECOND")
 
 
 def tagged(node: Node, stream: DataFrame) -> DataFrame:

@@ -104,11 +104,7 @@ class Mig:
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         started = time.perf_counter()
-        batch = batch.persist()  # every crossing reads the micro-batch
-        try:
-            report = self._process(batch, batch_id)
-        finally:
-            batch.unpersist()
+        report = self._process(batch, batch_id)
         report.seconds = time.perf_counter() - started
         if self.on_batch:
             self.on_batch(report)
@@ -116,19 +112,22 @@ class Mig:
     def _process(self, batch: DataFrame, batch_id: int) -> BatchReport:
         before = self.store.progress(self.query, before=batch_id)
         frontiers = dict(before.frontiers)
-        events = batch.where(F.col(RELATION) == STREAM).select(f"{STREAM}.*")
-        # Event times as microseconds: collected timestamps would come back in local time.
-        latest, first, tuples = events.agg(
-            F.unix_micros(F.max("ts")),
-            F.unix_micros(F.min(F.when(~F.col(HEARTBEAT), F.col("ts")))),
-            F.count(F.when(~F.col(HEARTBEAT), 1))).first()
+        # One Spark job moves the whole micro-batch; Arrow splits it by relation.
+        everything = batch.toArrow()
+        relations = everything.column(RELATION)
+        events = _part(everything, relations, STREAM)
+        data_ts = events.filter(pc.invert(events.column(HEARTBEAT))).column("ts")
+        tuples = len(data_ts)
+        latest = pc.max(events.column("ts")).as_py() if events.num_rows else None
         if latest is not None:
-            frontiers[STREAM] = max(_utc(latest), frontiers.get(STREAM, EPOCH))
-        first_ts = before.first_ts or _utc(first)
+            frontiers[STREAM] = max(latest, frontiers.get(STREAM, EPOCH))
+        first_ts = before.first_ts or (pc.min(data_ts).as_py() if tuples else None)
 
         results = None
         for rid, node in self.crossings.items():
-            rows = self._to_duckdb(batch.where(F.col(RELATION) == rid).select(f"{rid}.*"))
+            rows = _part(everything, relations, rid)
+            self.transfers.to_duckdb_tuples += rows.num_rows
+            self.transfers.to_duckdb_bytes += rows.nbytes
             marks = rows.filter(rows.column(HEARTBEAT))
             rows = rows.filter(pc.invert(rows.column(HEARTBEAT))).drop_columns([HEARTBEAT])
             if node.instantiated and marks.num_rows:
@@ -153,7 +152,7 @@ class Mig:
         self.finished = bool(self.final_end and last_end and last_end >= self.final_end)
         if self.direct:
             ends = pc.unique(results.column("window_end")) if results is not None else []
-        return BatchReport(batch_id, tuples, _utc(latest), len(ends), count, 0.0)
+        return BatchReport(batch_id, tuples, latest, len(ends), count, 0.0)
 
     def _complete_ends(self, last_end: datetime | None, first_ts: datetime | None,
                        frontiers: dict[str, datetime]) -> list[datetime]:
@@ -230,6 +229,12 @@ class Mig:
                                          pa.scalar(self.final_end, pa.timestamp("us"))))
 
 
+def _part(table: pa.Table, relations: pa.ChunkedArray, rid: str) -> pa.Table:
+    """The rows of one relation of the micro-batch, as a table of its own."""
+    column = table.filter(pc.equal(relations, rid)).column(rid).combine_chunks()
+    return naive(pa.Table.from_arrays(column.flatten(), names=[f.name for f in column.type]))
+
+
 def naive(table: pa.Table) -> pa.Table:
     """Spark hands timestamps as UTC instants; DuckDB's window state holds UTC wall time."""
     return _retype(table, pa.timestamp("us"))
@@ -244,11 +249,6 @@ def _retype(table: pa.Table, timestamp: pa.DataType) -> pa.Table:
     fields = [pa.field(f.name, timestamp) if pa.types.is_timestamp(f.type) else f
               for f in table.schema]
     return table.cast(pa.schema(fields))
-
-
-def _utc(micros: int | None) -> datetime | None:
-    """UTC wall time of microseconds since the epoch."""
-    return None if micros is None else EPOCH + timedelta(microseconds=micros)
 
 
 def _first_end(first_ts: datetime, step: timedelta) -> datetime:
