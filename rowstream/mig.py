@@ -42,6 +42,7 @@ from rowstream.dsps import HEARTBEAT, apply, tagged
 EPOCH = datetime(1970, 1, 1)
 RELATION = "_relation"
 STREAM = "stream"  # the crossing id of the stream's own event times
+QUARANTINE = "quarantine"  # rows a source could not read, with their reason and origin
 
 
 @dataclass
@@ -61,6 +62,7 @@ class BatchReport:
     event_time: datetime | None  # latest event time seen
     window_ends: int  # window_ends evaluated
     result_rows: int
+    quarantined: int  # rows a source could not read
     seconds: float
 
 
@@ -94,9 +96,14 @@ class Mig:
 
     def stream(self, source: DataFrame) -> DataFrame:
         """What ``foreachBatch`` receives: every crossing as a struct column named by its
-        relation id, and the stream's event times, one union tagged by ``_relation``."""
-        parts = [source.select(F.lit(STREAM).alias(RELATION),
-                               F.struct("ts", HEARTBEAT).alias(STREAM))]
+        relation id, the stream's event times and its quarantined rows, one union tagged by
+        ``_relation``. Operators see only the rows that are not quarantined."""
+        bad = F.col("reason").isNotNull()
+        parts = [source.where(~bad).select(F.lit(STREAM).alias(RELATION),
+                                           F.struct("ts", HEARTBEAT).alias(STREAM)),
+                 source.where(bad).select(F.lit(QUARANTINE).alias(RELATION),
+                                          F.struct(*source.columns).alias(QUARANTINE))]
+        source = source.where(~bad)
         for rid, node in self.crossings.items():
             rows = tagged(node, source)
             parts.append(rows.select(F.lit(rid).alias(RELATION), F.struct(*rows.columns).alias(rid)))
@@ -122,6 +129,8 @@ class Mig:
         if latest is not None:
             frontiers[STREAM] = max(latest, frontiers.get(STREAM, EPOCH))
         first_ts = before.first_ts or (pc.min(data_ts).as_py() if tuples else None)
+        quarantined = _part(everything, relations, QUARANTINE).drop_columns([HEARTBEAT])
+        self.store.append(self.query, QUARANTINE, quarantined, batch_id)
 
         results = None
         for rid, node in self.crossings.items():
@@ -152,7 +161,7 @@ class Mig:
         self.finished = bool(self.final_end and last_end and last_end >= self.final_end)
         if self.direct:
             ends = pc.unique(results.column("window_end")) if results is not None else []
-        return BatchReport(batch_id, tuples, latest, len(ends), count, 0.0)
+        return BatchReport(batch_id, tuples, latest, len(ends), count, quarantined.num_rows, 0.0)
 
     def _complete_ends(self, last_end: datetime | None, first_ts: datetime | None,
                        frontiers: dict[str, datetime]) -> list[datetime]:

@@ -24,6 +24,7 @@ def spark_session(app: str = "tandem") -> SparkSession:
                .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
                .config("spark.sql.shuffle.partitions", os.environ.get("TANDEM_SHUFFLE_PARTITIONS", "2"))
                .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
+               .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
                .config("spark.sql.execution.arrow.pyspark.enabled", "true")
                # `tandem run` counts a pure-Spark run's tuples from every micro-batch's progress.
                .config("spark.sql.streaming.numRecentProgressUpdates", "1000000")

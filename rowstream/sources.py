@@ -1,9 +1,12 @@
-"""Stream sources: the smart-plug generator (a Python streaming data source) and a landing
-directory of DEBS 2014 CSV (or Parquet) files.
+"""Stream sources: the smart-plug generator and a landing directory of DEBS 2014 CSV (or
+Parquet) files, both Python streaming data sources.
 
-Both give the columns of the DEBS schema with ``ts`` as a UTC timestamp, plus ``heartbeat``.
-Every micro-batch of the generator ends with a heartbeat row (only ``ts`` set) at the end of its
-span of event time, and the stream with one past its last window_end. Heartbeats move the
+Both give the columns of the DEBS schema with ``ts`` as a UTC timestamp, plus ``heartbeat`` and,
+for a row that cannot be read, the ``reason`` and its ``origin`` (file and line): bad input is
+never dropped, it goes to the quarantine (``rowstream/mig.py``).
+Every micro-batch ends with a heartbeat row (only ``ts`` set): the generator's at the end of its
+span of event time, the landing directory's at its latest event; a finite generated stream ends
+with one past its last window_end. Heartbeats move the
 event-time watermark, and they flow through Spark's operators as punctuation: an operator that
 emits a heartbeat row for a window has emitted every row of it (``rowstream/dsps.py``)."""
 
@@ -12,18 +15,24 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import polars as pl
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
+from rowstream.landing import landed_files, read_landed
+
 GENERATOR = "tandem_smartplugs"
+LANDING = "tandem_landing"
 COLUMNS = ("id", "ts", "value", "property", "plug_id", "household_id", "house_id")
+ARROW_SCHEMA = pa.schema([
+    ("id", pa.int64()), ("ts", pa.timestamp("us", tz="UTC")), ("value", pa.float64()),
+    ("property", pa.int32()), ("plug_id", pa.int32()), ("household_id", pa.int32()),
+    ("house_id", pa.int32()), ("heartbeat", pa.bool_()), ("reason", pa.string()),
+    ("origin", pa.string())])
 SPARK_SCHEMA = ("id BIGINT, ts TIMESTAMP, value DOUBLE, property INT, plug_id INT, "
-                "household_id INT, house_id INT, heartbeat BOOLEAN")
-CSV_SCHEMA = ("id BIGINT, timestamp DOUBLE, value DOUBLE, property INT, plug_id INT, "
-              "household_id INT, house_id INT")
+                "household_id INT, house_id INT, heartbeat BOOLEAN, reason STRING, origin STRING")
 
 
 class _Span(InputPartition):
@@ -72,15 +81,11 @@ class _GeneratorReader(DataSourceStreamReader):
         if partition.batch < self.data_batches:
             end = min((partition.batch + 1) * self.span, self.duration)
             table = plugs.between(partition.batch * self.span, end)
-            table = pa.concat_tables([
-                table.append_column("heartbeat", pa.array([False] * table.num_rows)),
-                heartbeat(plugs, (plugs.start + end) * 1_000_000)])
+            table = pa.concat_tables([_good(table), heartbeat((plugs.start + end) * 1_000_000)])
         else:
-            end_us = last_window_end(plugs, self.duration, self.slide) + round(self.flush * 1_000_000)
-            table = heartbeat(plugs, end_us)
-        schema = pa.schema([pa.field("ts", pa.timestamp("us", tz="UTC")) if f.name == "ts" else f
-                            for f in table.schema])
-        yield from table.cast(schema).to_batches()
+            table = heartbeat(last_window_end(plugs, self.duration, self.slide)
+                              + self.flush * 1_000_000)
+        yield from table.cast(ARROW_SCHEMA).to_batches()
 
     def commit(self, end: dict) -> None:
         pass  # the generator keeps nothing to release
@@ -95,13 +100,22 @@ def last_window_end(plugs, duration: float, slide: float) -> int:
     return -(-last_us // step) * step
 
 
-def heartbeat(plugs, ts_us: float) -> pa.Table:
+def heartbeat(ts_us: float) -> pa.Table:
     """A heartbeat row at ``ts_us`` microseconds. The one that ends a finite stream lies far
     enough past the last window_end for every stateful operator, chained ones too, to emit the
     last windows; whoever writes results keeps the window_ends up to the last one only."""
-    row = {field.name: pa.nulls(1, field.type) for field in plugs.events(0, 0).schema}
+    row = {f.name: pa.nulls(1, f.type) for f in ARROW_SCHEMA}
     row["ts"] = pa.array([round(ts_us)], pa.timestamp("us"))
-    return pa.table({**row, "heartbeat": pa.array([True])})
+    row["heartbeat"] = pa.array([True])
+    return pa.table(row)
+
+
+def _good(table: pa.Table) -> pa.Table:
+    """Rows of the stream as a source gives them: neither heartbeats nor quarantined."""
+    n = table.num_rows
+    return (table.select(list(COLUMNS)).append_column("heartbeat", pa.array([False] * n))
+            .append_column("reason", pa.nulls(n, pa.string()))
+            .append_column("origin", pa.nulls(n, pa.string())))
 
 
 class SmartPlugSource(DataSource):
@@ -130,15 +144,65 @@ def generator_stream(spark: SparkSession, *, rate: float, duration: float, span:
     return reader.load()
 
 
+class _Files(InputPartition):
+    def __init__(self, paths: list[str]):
+        self.paths = paths
+
+
+class _LandingReader(DataSourceStreamReader):
+    """Offsets are file names: a micro-batch reads the files after the last one read, up to
+    ``files_per_batch`` of them (all with ``availableNow``). Files archived after they were read
+    do not disturb the offsets."""
+
+    def __init__(self, options: dict):
+        self.directory = Path(options["path"])
+        self.per_batch = int(options.get("files_per_batch", 1))
+
+    def initialOffset(self) -> dict:
+        return {"after": ""}
+
+    def getDefaultReadLimit(self):
+        return ReadMaxRows(self.per_batch)
+
+    def latestOffset(self, start: dict, limit) -> dict:
+        new = [f for f in landed_files(self.directory) if f > start["after"]]
+        if not isinstance(limit, ReadAllAvailable):
+            new = new[:self.per_batch]
+        return {"after": new[-1] if new else start["after"]}
+
+    def partitions(self, start: dict, end: dict):
+        names = [f for f in landed_files(self.directory) if start["after"] < f <= end["after"]]
+        return [_Files([str(self.directory / f) for f in names])] if names else []
+
+    def read(self, partition: _Files):
+        frame = pl.concat([read_landed(Path(p)) for p in partition.paths])
+        rows = frame.with_columns(pl.lit(False).alias("heartbeat")).to_arrow()
+        parts = [rows.select(ARROW_SCHEMA.names).cast(ARROW_SCHEMA)]
+        latest = frame.filter(pl.col("reason").is_null())["ts"].dt.epoch("us").max()
+        if latest is not None:  # the stream has reached its latest event
+            parts.append(heartbeat(latest).cast(ARROW_SCHEMA))
+        yield from pa.concat_tables(parts).to_batches()
+
+    def commit(self, end: dict) -> None:
+        pass  # the files stay; the nightly clean-up archives them
+
+
+class LandingSource(DataSource):
+    """``spark.readStream.format("tandem_landing").option("path", DIR)`` with option
+    files_per_batch."""
+
+    @classmethod
+    def name(cls) -> str:
+        return LANDING
+
+    def schema(self) -> str:
+        return SPARK_SCHEMA
+
+    def streamReader(self, schema):
+        return _LandingReader(self.options)
+
+
 def landing_stream(spark: SparkSession, directory: str, files_per_batch: int = 1) -> DataFrame:
-    """DEBS 2014 CSV files (``id,timestamp,value,...``, timestamp in Unix seconds) or Parquet
-    files with the generator's columns, in the order of their names."""
-    if any(Path(directory).glob("*.parquet")):
-        raw = (spark.readStream.schema(SPARK_SCHEMA.replace(", heartbeat BOOLEAN", ""))
-               .option("maxFilesPerTrigger", files_per_batch).parquet(directory))
-    else:
-        raw = (spark.readStream.schema(CSV_SCHEMA).option("header", True)
-               .option("maxFilesPerTrigger", files_per_batch).csv(directory)
-               .withColumn("ts", F.timestamp_micros(F.round(F.col("timestamp") * 1e6).cast("long")))
-               .drop("timestamp"))
-    return raw.select(*COLUMNS).withColumn("heartbeat", F.lit(False))
+    spark.dataSource.register(LandingSource)
+    return (spark.readStream.format(LANDING).option("path", str(Path(directory).resolve()))
+            .option("files_per_batch", files_per_batch).load())

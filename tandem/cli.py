@@ -130,9 +130,14 @@ def run_command(
     console.print(
         f"[bold]done[/]: {summary.tuples:,} tuples in {summary.wall_seconds:.1f} s "
         f"({summary.throughput:,.0f} tuples/s), {summary.window_ends:,} slides, "
-        f"{summary.result_rows:,} result rows.")
-    console.print(f"Moved to DuckDB: {summary.transfers.to_duckdb_tuples:,} tuples "
-                  f"({_bytes(summary.transfers.to_duckdb_bytes)}).")
+        f"{summary.result_rows:,} result rows, {summary.quarantined:,} quarantined rows.")
+    moved = summary.transfers
+    console.print(f"Moved to DuckDB: {moved.to_duckdb_tuples:,} tuples "
+                  f"({_bytes(moved.to_duckdb_bytes)}); back to Spark: {moved.to_spark_tuples:,} "
+                  f"tuples ({_bytes(moved.to_spark_bytes)}).")
+    if summary.quarantined:
+        console.print(f"Quarantined rows, with their reason and origin: "
+                      f"{summary.results_table.replace('results', 'quarantine')}.")
     console.print(f"Results: {summary.results_table} in {summary.store}. Inspect them with:")
     console.print(f"  python -c \"import duckdb; print(duckdb.connect('{summary.store}', "
                   f"read_only=True).sql('{inspect}'))\"", highlight=False, soft_wrap=True)

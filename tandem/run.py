@@ -32,6 +32,7 @@ class RunSummary:
     batches: int
     window_ends: int
     result_rows: int
+    quarantined: int
     wall_seconds: float
     transfers: Transfers
     store: str
@@ -94,11 +95,10 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
     writer = (bridge.stream(stream.withWatermark("ts", "0 seconds")).writeStream
               .outputMode("append").foreachBatch(bridge)
               .option("checkpointLocation", str(checkpoint)))
-    writer = writer if generated else writer.trigger(availableNow=True)
     started = time.perf_counter()
     handle = writer.queryName(f"tandem_{name}").start()
     try:
-        while handle.isActive and not bridge.finished:
+        while handle.isActive and not bridge.finished and (generated or not _drained(handle)):
             if stop_after is not None and len(reports) >= stop_after:
                 break
             if handle.exception():
@@ -110,4 +110,13 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
     wall = time.perf_counter() - started
     return RunSummary(name, physical.placement, sum(r.tuples for r in reports), len(reports),
                       sum(r.window_ends for r in reports), sum(r.result_rows for r in reports),
-                      wall, bridge.transfers, str(store), f"{schema_name(name)}.results")
+                      sum(r.quarantined for r in reports), wall, bridge.transfers, str(store),
+                      f"{schema_name(name)}.results")
+
+
+def _drained(handle) -> bool:
+    """A landing directory is drained once Spark waits for new files after having read some
+    (and run the batch that moves the watermark past them)."""
+    status = handle.status
+    return (handle.lastProgress is not None and not status["isDataAvailable"]
+            and not status["isTriggerActive"] and status["message"] == "Waiting for data to arrive")

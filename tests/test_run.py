@@ -7,9 +7,10 @@ import polars as pl
 import pytest
 
 from columnar.store import ColumnarStore
-from optimizer.errors import TandemError
+from optimizer import optimize
 from tandem import reference
 from tandem.run import run
+from tandem.verify import placements
 from tandem.workload import SmartPlugs
 from tests.conftest import query_sql
 from tests.test_reference import assert_same_rows
@@ -17,9 +18,9 @@ from tests.test_reference import assert_same_rows
 pytestmark = pytest.mark.integration
 
 # Six plugs in two houses at 3 tuples/s: every plug reports a load every 4 s. 400 s of event
-# time fill the 5-minute windows and slide them; 10 s micro-batches keep the run short.
+# time fill the 5-minute windows and slide them; 50 s micro-batches keep the run short.
 TOPOLOGY = dict(houses=2, households_per_house=2, plugs=6)
-RATE, DURATION, BATCH = 3, 400, 10
+RATE, DURATION, BATCH = 3, 400, 50
 
 
 @pytest.fixture(scope="module")
@@ -41,53 +42,66 @@ def run_small(name, tmp_path, **kwargs):
                store=tmp_path / "tandem.duckdb", checkpoint=tmp_path / "checkpoint", **kwargs)
 
 
-CASES = [(q, p) for q in ("q1", "q2", "q3", "q4", "q5", "q6") for p in ("auto", "duckdb")]
+# Every placement where phase one leaves at most 4 R2R operators (Q5: 3), else a sample of 8
+# that holds pure-Spark, pure-DuckDB and the optimiser's plan.
+CASES = [(q, ",".join(f"{op}={e}" for op, e in p.items()))
+         for q in ("q1", "q2", "q3", "q4", "q5", "q6") for p in placements(q, "8")]
 
 
-@pytest.mark.parametrize("name, placement", CASES + [("q5", "spark")])
-def test_runs_give_the_reference_rows(tmp_path, truth, catalog, profile, name, placement):
+@pytest.mark.parametrize("name, placement", CASES)
+def test_placements_give_the_reference_rows(tmp_path, truth, catalog, profile, name, placement):
     summary = run_small(name, tmp_path, placement=placement)
-    from optimizer import optimize
-
     root = optimize(query_sql(name), catalog, profile).logical.root
     got = results(tmp_path / "tandem.duckdb", name)
     want = truth.result(root)
     assert summary.tuples == RATE * DURATION and summary.result_rows == want.height
     assert_same_rows(got.select(root.columns), want)
     assert summary.transfers.to_duckdb_tuples > 0
-    if placement != "spark":  # the MIG evaluates every window_end of the stream, rows or not
-        first, last = reference.window_ends(truth.streams, root.slide)
-        assert summary.window_ends == (last - first) // int(root.slide * 1e6) + 1
+    first, last = reference.window_ends(truth.streams, root.slide)
+    assert summary.window_ends == (last - first) // int(root.slide * 1e6) + 1
 
 
 def test_a_run_restarted_from_its_checkpoint_neither_loses_nor_duplicates(tmp_path, truth,
                                                                           catalog, profile):
-    first = run_small("q1", tmp_path, placement="duckdb", stop_after=15)
+    # Q1 with its stateful operators in Spark (state in the checkpoint) and its root in DuckDB.
+    placement = "select_1=spark,select_2=spark,aggregate_1=spark,join_1=spark,select_3=duckdb,aggregate_2=duckdb"
+    first = run_small("q1", tmp_path, placement=placement, stop_after=3)
     assert 0 < first.batches < DURATION / BATCH
-    run_small("q1", tmp_path, placement="duckdb", resume=True)
-    from optimizer import optimize
-
+    run_small("q1", tmp_path, placement=placement, resume=True)
     root = optimize(query_sql("q1"), catalog, profile).logical.root
     assert_same_rows(results(tmp_path / "tandem.duckdb", "q1").select(root.columns),
                      truth.result(root))
 
 
-def test_placements_the_runtime_cannot_run_yet_are_refused_before_spark_starts(tmp_path):
-    with pytest.raises(TandemError, match="join_1"):
-        run_small("q3", tmp_path, placement="spark")
-    with pytest.raises(TandemError, match="aggregate_1"):
-        run_small("q5", tmp_path, placement="aggregate_1=spark,aggregate_2=duckdb")
+def test_spark_operators_after_a_db_op_get_duckdb_rows_back(tmp_path, truth, catalog, profile):
+    # Q3 with the aggregates in DuckDB and the join and projection in Spark.
+    placement = "select_1=spark,aggregate_1=duckdb,select_2=spark,aggregate_2=duckdb,join_1=spark,project_1=spark"
+    summary = run_small("q3", tmp_path, placement=placement)
+    root = optimize(query_sql("q3"), catalog, profile).logical.root
+    assert_same_rows(results(tmp_path / "tandem.duckdb", "q3").select(root.columns),
+                     truth.result(root))
+    # Both aggregates' rows went back to Spark: one row per plug and window, twice.
+    assert summary.transfers.to_spark_tuples == 2 * truth.result(root).height
 
 
-def test_a_landing_directory_of_debs_csv_files(tmp_path, truth, catalog, profile):
+@pytest.mark.parametrize("placement", ["duckdb", "spark"])
+def test_a_landing_directory_quarantines_bad_lines(tmp_path, truth, catalog, profile, placement):
     landing = tmp_path / "landing"
-    SmartPlugs(rate=RATE, **TOPOLOGY).write_csv(landing, DURATION, file_seconds=50)
-    summary = run_small("q5", tmp_path, placement="auto", source=str(landing))
-    from optimizer import optimize
-
+    files = SmartPlugs(rate=RATE, **TOPOLOGY).write_csv(landing, DURATION, file_seconds=50)
+    lines = files[1].read_text().splitlines()
+    lines[1:1] = ["1,2,3", "7,1377986455,12.5,1,x,0,0", "8,1377986455,12.5,2,1,0,0"]
+    files[1].write_text("\n".join(lines) + "\n")
+    summary = run_small("q5", tmp_path, placement=placement, source=str(landing))
     root = optimize(query_sql("q5"), catalog, profile).logical.root
-    # Without a heartbeat, windows complete as far as the data goes: up to the last event.
+    # A directory has no end: windows complete as far as the data goes, up to its last event.
     last_event = truth.streams["plugs"]["ts"].max()
     want = truth.result(root).filter(pl.col("window_end") <= last_event)
-    assert summary.batches == DURATION // 50 and summary.tuples == RATE * DURATION
+    assert summary.tuples == RATE * DURATION and summary.quarantined == 3
     assert_same_rows(results(tmp_path / "tandem.duckdb", "q5").select(root.columns), want)
+    store = ColumnarStore(tmp_path / "tandem.duckdb")
+    reasons = store.con.sql("SELECT origin, reason FROM q_q5.quarantine ORDER BY origin").fetchall()
+    store.close()
+    name = files[1].name
+    assert reasons == [(f"{name}:2", "expected 7 comma-separated fields, found 3"),
+                       (f"{name}:3", "plug_id is missing or not an integer"),
+                       (f"{name}:4", "property is neither 0 (work) nor 1 (load)")]
