@@ -148,25 +148,21 @@ class Mig:
                 self.store.append(self.query, input_table(node, self.plan).table, rows, batch_id)
 
         ends = self._complete_ends(before.last_end, first_ts, frontiers)
-        if ends:
+        if ends and not self.direct:
             results = self._evaluate(ends, batch_id)
         last_end = ends[-1] if ends else before.last_end
-        if self.direct and self.root in frontiers:
-            last_end = frontiers[self.root]
         count = self.store.commit(self.query, batch_id, results,
                                   Progress(first_ts, last_end, frontiers))
-        if ends:
+        if ends and not self.direct:
             # One batch behind: a replay of this batch still finds the rows it needs.
             self.store.purge(self.query, self.tables, ends[0])
         self.finished = bool(self.final_end and last_end and last_end >= self.final_end)
-        if self.direct:
-            ends = pc.unique(results.column("window_end")) if results is not None else []
         return BatchReport(batch_id, tuples, latest, len(ends), count, quarantined.num_rows, 0.0)
 
     def _complete_ends(self, last_end: datetime | None, first_ts: datetime | None,
                        frontiers: dict[str, datetime]) -> list[datetime]:
         """The window_ends after the last evaluated one that every crossing has completed."""
-        if self.direct or first_ts is None:
+        if first_ts is None:
             return []
         needed = [STREAM if not node.instantiated else rid for rid, node in self.crossings.items()]
         if any(rid not in frontiers for rid in needed):

@@ -24,6 +24,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from rowstream.landing import landed_files, read_landed
 
 GENERATOR = "tandem_smartplugs"
+WARMUP_SPAN = 60.0  # seconds of event time per warm-up micro-batch
 LANDING = "tandem_landing"
 COLUMNS = ("id", "ts", "value", "property", "plug_id", "household_id", "house_id")
 ARROW_SCHEMA = pa.schema([
@@ -41,8 +42,9 @@ class _Span(InputPartition):
 
 
 class _GeneratorReader(DataSourceStreamReader):
-    """Micro-batch k holds event time [k * span, (k + 1) * span) and a heartbeat at its end;
-    the last micro-batch holds only the heartbeat that ends the stream."""
+    """Micro-batch k holds event time [k * span, (k + 1) * span) (after the warm-up, if any)
+    and a heartbeat at its end; the last micro-batch holds only the heartbeat that ends the
+    stream."""
 
     def __init__(self, options: dict):
         self.options = dict(options)
@@ -50,7 +52,13 @@ class _GeneratorReader(DataSourceStreamReader):
         self.duration = float(options["duration"])
         self.slide = float(options.get("slide", 1.0))
         self.flush = float(options.get("flush", 0.0))
-        self.data_batches = math.ceil(self.duration / self.span - 1e-9)
+        # A warm-up fills the windows in batches of a minute, before the spans a run measures.
+        warmup = min(float(options.get("warmup", 0.0)), self.duration)
+        bounds = [min(k * WARMUP_SPAN, warmup) for k in range(math.ceil(warmup / WARMUP_SPAN) + 1)]
+        steps = math.ceil((self.duration - warmup) / self.span - 1e-9)
+        self.bounds = sorted(set(bounds) | {min(warmup + k * self.span, self.duration)
+                                            for k in range(steps + 1)})
+        self.data_batches = len(self.bounds) - 1
 
     def _plugs(self):
         from tandem.workload import SmartPlugs  # imported in the Python worker
@@ -79,8 +87,8 @@ class _GeneratorReader(DataSourceStreamReader):
     def read(self, partition: _Span):
         plugs = self._plugs()
         if partition.batch < self.data_batches:
-            end = min((partition.batch + 1) * self.span, self.duration)
-            table = plugs.between(partition.batch * self.span, end)
+            begin, end = self.bounds[partition.batch], self.bounds[partition.batch + 1]
+            table = plugs.between(begin, end)
             table = pa.concat_tables([_good(table), heartbeat((plugs.start + end) * 1_000_000)])
         else:
             table = heartbeat(last_window_end(plugs, self.duration, self.slide)
@@ -120,7 +128,7 @@ def _good(table: pa.Table) -> pa.Table:
 
 class SmartPlugSource(DataSource):
     """``spark.readStream.format("tandem_smartplugs")`` with options rate, duration, span,
-    slide, seed, houses, households_per_house and plugs."""
+    slide, flush, warmup, seed, houses, households_per_house and plugs."""
 
     @classmethod
     def name(cls) -> str:
@@ -134,11 +142,12 @@ class SmartPlugSource(DataSource):
 
 
 def generator_stream(spark: SparkSession, *, rate: float, duration: float, span: float,
-                     slide: float, flush: float = 0.0, **topology) -> DataFrame:
+                     slide: float, flush: float = 0.0, warmup: float = 0.0,
+                     **topology) -> DataFrame:
     spark.dataSource.register(SmartPlugSource)
     reader = (spark.readStream.format(GENERATOR).option("rate", rate)
               .option("duration", duration).option("span", span).option("slide", slide)
-              .option("flush", flush))
+              .option("flush", flush).option("warmup", warmup))
     for key, value in topology.items():
         reader = reader.option(key, value)
     return reader.load()

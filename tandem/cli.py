@@ -149,6 +149,7 @@ def verify_command(
     placements: Annotated[str, typer.Option(help="'all' of phase two's space, or a sample of N.")] = "all",
     rate: Annotated[float, typer.Option(help="Rate of the small test stream, tuples/s.")] = 3.0,
     duration: Annotated[float, typer.Option(help="Event time, seconds (fills 5-minute windows).")] = 400.0,
+    parallel: Annotated[int, typer.Option(help="Placements to run at once.")] = 1,
     catalog: Catalog = None,
     profile: Profile = None,
 ) -> None:
@@ -164,11 +165,11 @@ def verify_command(
             console.print(outcome.detail, highlight=False)
 
     with user_errors(query):
-        outcomes = verify(query, placements, rate=rate, duration=duration, catalog=catalog,
-                          profile=profile, on_outcome=show)
+        outcomes = verify(query, placements, rate=rate, duration=duration, parallel=parallel,
+                          catalog=catalog, profile=profile, on_outcome=show)
     counts = {s: sum(o.status == s for o in outcomes) for s in ("same", "different", "not runnable")}
     console.print(f"{len(outcomes)} placements: {counts['same']} same as the reference, "
-                  f"{counts['different']} different, {counts['not runnable']} not runnable yet")
+                  f"{counts['different']} different, {counts['not runnable']} not runnable")
     if counts["different"]:
         raise typer.Exit(1)
 

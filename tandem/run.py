@@ -5,6 +5,7 @@ and run it over the generator or a landing directory. The CLI and the Airflow op
 from __future__ import annotations
 
 import shutil
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from tandem.explain import Explanation, explain
 from tandem.workload import SmartPlugs
 
 CHECKPOINTS = Path(".tandem/checkpoints")
+_STARTING = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -47,13 +49,15 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
         batch: float | None = None, source: str = "generator", catalog: str | None = None,
         profile: str | None = None, store: str | Path = DEFAULT_PATH,
         checkpoint: str | Path | None = None, resume: bool = False,
-        stop_after: int | None = None, topology: dict | None = None,
+        stop_after: int | None = None, topology: dict | None = None, warmup: float = 0.0,
         on_batch: Callable[[BatchReport], None] | None = None,
         explanation: Explanation | None = None) -> RunSummary:
     """Run ``query`` for ``duration`` seconds of event time at ``rate`` tuples/s (generator), or
     over the files in the directory ``source``. ``batch`` is the event time per micro-batch
     (default: one slide). ``resume`` continues from the checkpoint of an earlier run;
-    ``stop_after`` stops after that many micro-batches (to interrupt a run on purpose)."""
+    ``stop_after`` stops after that many micro-batches (to interrupt a run on purpose);
+    ``warmup`` seconds of event time come first in micro-batches of a minute (benchmarks fill
+    the windows so before they measure)."""
     explanation = explanation or explain(query, rate=rate, catalog=catalog, profile=profile,
                                          placement=placement)
     physical = explanation.optimization.plan
@@ -83,20 +87,21 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
         plugs = SmartPlugs(rate=rate, **(topology or {}))
         final_end = EPOCH + timedelta(microseconds=last_window_end(plugs, duration, slide))
 
-    spark = spark_session()
-    bridge = Mig(name, deployment, columnar, spark, record, final_end=final_end)
-    if generated:
-        # The last heartbeat goes far enough past the last window_end for chained operators.
-        flush = max(w.size for w in windows(physical.logical.root)) + 10 * slide
-        stream = generator_stream(spark, rate=rate, duration=duration, span=span, slide=slide,
-                                  flush=flush, **(topology or {}))
-    else:
-        stream = landing_stream(spark, source)
-    writer = (bridge.stream(stream.withWatermark("ts", "0 seconds")).writeStream
-              .outputMode("append").foreachBatch(bridge)
-              .option("checkpointLocation", str(checkpoint)))
-    started = time.perf_counter()
-    handle = writer.queryName(f"tandem_{name}").start()
+    with _STARTING:  # concurrent runs (tandem verify --parallel) name their queries apart
+        spark = spark_session()
+        bridge = Mig(name, deployment, columnar, spark, record, final_end=final_end)
+        if generated:
+            # The last heartbeat goes far enough past the last window_end for chained operators.
+            flush = max(w.size for w in windows(physical.logical.root)) + 10 * slide
+            stream = generator_stream(spark, rate=rate, duration=duration, span=span, slide=slide,
+                                      flush=flush, warmup=warmup, **(topology or {}))
+        else:
+            stream = landing_stream(spark, source)
+        writer = (bridge.stream(stream.withWatermark("ts", "0 seconds")).writeStream
+                  .outputMode("append").foreachBatch(bridge)
+                  .option("checkpointLocation", str(checkpoint)))
+        started = time.perf_counter()
+        handle = writer.queryName(_query_name(spark, name)).start()
     try:
         while handle.isActive and not bridge.finished and (generated or not _drained(handle)):
             if stop_after is not None and len(reports) >= stop_after:
@@ -112,6 +117,14 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
                       sum(r.window_ends for r in reports), sum(r.result_rows for r in reports),
                       sum(r.quarantined for r in reports), wall, bridge.transfers, str(store),
                       f"{schema_name(name)}.results")
+
+
+def _query_name(spark, name: str) -> str:
+    """``tandem_<query>``, numbered while a query of that name is active (``tandem verify``
+    runs placements side by side)."""
+    active = {q.name for q in spark.streams.active}
+    return next(n for n in (f"tandem_{name}" + (f"_{k}" if k else "") for k in range(len(active) + 1))
+                if n not in active)
 
 
 def _drained(handle) -> bool:

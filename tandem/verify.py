@@ -7,6 +7,7 @@ import itertools
 import random
 import tempfile
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,13 +57,16 @@ def placements(query: str, how: str, **explain_args) -> list[dict[str, str]]:
 
 
 def verify(query: str, how: str = "all", *, rate: float = 3.0, duration: float = 400.0,
-           batch: float = 10.0, catalog: str | None = None, profile: str | None = None,
-           on_outcome: Callable[[Outcome], None] | None = None) -> list[Outcome]:
-    """Run ``query`` under the placements and compare each run's rows with the reference."""
+           batch: float = 50.0, catalog: str | None = None, profile: str | None = None,
+           parallel: int = 1, on_outcome: Callable[[Outcome], None] | None = None
+           ) -> list[Outcome]:
+    """Run ``query`` under the placements and compare each run's rows with the reference.
+    ``parallel`` runs that many placements at once, as concurrent Spark queries of one session
+    (each micro-batch waits on more than the two cores)."""
     stream = pl.from_arrow(SmartPlugs(rate=rate, **SMALL).between(0, duration))
     truth = reference.Evaluator({"plugs": stream})
-    outcomes = []
-    for placement in placements(query, how, rate=rate, catalog=catalog, profile=profile):
+
+    def one(placement: dict[str, str]) -> Outcome:
         spec = ",".join(f"{op}={engine}" for op, engine in placement.items()) or "auto"
         plan = explain(query, rate=rate, catalog=catalog, profile=profile, placement=spec)
         root = plan.optimization.logical.root
@@ -78,10 +82,13 @@ def verify(query: str, how: str = "all", *, rate: float = 3.0, duration: float =
                 got = pl.from_arrow(store.results(plan.query.stem)).select(root.columns)
                 store.close()
                 outcome = compare(placement, got, truth.result(root))
-        outcomes.append(outcome)
         if on_outcome:
             on_outcome(outcome)
-    return outcomes
+        return outcome
+
+    chosen = placements(query, how, rate=rate, catalog=catalog, profile=profile)
+    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+        return list(pool.map(one, chosen))
 
 
 def compare(placement: dict[str, str], got: pl.DataFrame, want: pl.DataFrame) -> Outcome:

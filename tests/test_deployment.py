@@ -1,0 +1,50 @@
+"""How a placement deploys: which operators stream in Spark, which relations cross the MIG into
+DuckDB, and the steps after it (DB-ops and Spark operators above a DB-op)."""
+
+from __future__ import annotations
+
+from optimizer import optimize
+from optimizer.deployment import deploy
+from tests.conftest import query_sql
+
+
+def deployed(name, catalog, profile, placement):
+    plan = optimize(query_sql(name), catalog, profile, placement=placement).plan
+    deployment = deploy(plan)
+    ids = plan.logical.ids
+    crossings = sorted(deployment.relation_id(n) for n in deployment.crossings)
+    steps = [s.db_op or ids[s.node] for s in deployment.steps]
+    streaming = sorted(ids[n] for n in deployment.streaming)
+    return deployment, crossings, steps, streaming
+
+
+def test_pure_duckdb_moves_the_window_once_though_q1_reads_it_twice(catalog, profile):
+    _, crossings, steps, streaming = deployed("q1", catalog, profile, "duckdb")
+    assert crossings == ["window_1"] and steps == ["dbop_1"]
+    assert streaming == ["window_1", "window_2"]
+
+
+def test_pure_spark_hands_over_only_the_root(catalog, profile):
+    deployment, crossings, steps, _ = deployed("q5", catalog, profile, "spark")
+    assert crossings == ["aggregate_2"] and steps == []
+    assert deployment.crossings[0] is deployment.physical.logical.root
+
+
+def test_spark_operators_above_a_db_op_run_after_it(catalog, profile):
+    placement = ("select_1=spark,aggregate_1=duckdb,select_2=spark,aggregate_2=duckdb,"
+                 "join_1=spark,project_1=spark")
+    _, crossings, steps, streaming = deployed("q3", catalog, profile, placement)
+    assert crossings == ["select_1", "select_2"]
+    assert steps == ["dbop_1", "dbop_2", "join_1", "project_1"]
+    assert streaming == ["select_1", "select_2", "window_1", "window_2"]
+
+
+def test_a_db_op_between_spark_operators_splits_the_plan(catalog, profile):
+    # Q1: the peak in DuckDB between Spark's selections and Spark's join and count.
+    placement = ("select_1=spark,select_2=spark,aggregate_1=duckdb,join_1=spark,"
+                 "select_3=spark,aggregate_2=spark")
+    _, crossings, steps, streaming = deployed("q1", catalog, profile, placement)
+    # Both selections compute one relation: it crosses once, for the DB-op and the join.
+    assert crossings == ["select_1"]
+    assert steps == ["dbop_1", "join_1", "select_3", "aggregate_2"]
+    assert "join_1" not in streaming
