@@ -1,6 +1,6 @@
 """DSPS-ops: the R2R operators of a plan as Spark operators.
 
-**Streaming operators** (``relation``) run where only the stream lies below an operator. A
+**Streaming operators** (``Streaming.relation``) run where only the stream lies below an operator. A
 relation is a streaming DataFrame. Rows of a windowed stream keep their timestamp; once a join
 or an aggregate has tagged rows with their window instance, they carry Spark's ``window`` struct
 (and ``window_end``, ``window_start`` where the plan names them). Every stateful operator is one
@@ -29,6 +29,9 @@ tagged with ``window_end``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -39,88 +42,114 @@ WINDOW_COLUMNS = ("window_start", "window_end")
 HEARTBEAT = "heartbeat"
 
 
-def relation(node: Node, stream: DataFrame) -> DataFrame:
-    """The streaming DataFrame of ``node`` over ``stream`` (rows and heartbeats, with a
-    watermark on ts)."""
-    if isinstance(node, Window):
-        return stream.select(*[c for c in node.columns if c not in WINDOW_COLUMNS], HEARTBEAT)
-    if isinstance(node, Select):
-        return relation(node.input, stream).where(F.col(HEARTBEAT) | _predicate(node.predicate))
-    if isinstance(node, Project):
-        child = relation(node.input, stream)
-        kept = [_expr(e).alias(n) for n, e in node.expressions
-                if node.input.instantiated or n not in WINDOW_COLUMNS]
-        return child.select(*kept, *(["window"] if node.input.instantiated else []), HEARTBEAT)
-    if isinstance(node, Aggregate):
-        child = relation(node.input, stream)
-        keys = [k for k in node.group_by if k not in WINDOW_COLUMNS]
-        group = (F.col("window") if node.input.instantiated
-                 else _window(node.input)).alias("window")
-        out = child.groupBy(group, *keys, HEARTBEAT).agg(*_aggregates(node))
-        return _with_window_columns(out, node.columns)
-    if isinstance(node, Join):
-        return _join(node, stream)
-    raise TandemError(f"{node.kind} cannot run in Spark")
+@dataclass(frozen=True)
+class Streaming:
+    """The streaming operators over one source stream (rows and heartbeats, with a watermark on
+    ts). A finite stream's last window_end bounds the windows its aggregates emit: Spark would
+    otherwise compute, when the last heartbeat moves the watermark, every window that still
+    holds an event, none of which is a result."""
+
+    stream: DataFrame
+    last_end: datetime | None = None
+
+    def relation(self, node: Node) -> DataFrame:
+        """The streaming DataFrame of ``node``."""
+        if isinstance(node, Window):
+            return self.stream.select(*[c for c in node.columns if c not in WINDOW_COLUMNS],
+                                      HEARTBEAT)
+        if isinstance(node, Select):
+            return self.relation(node.input).where(F.col(HEARTBEAT) | _predicate(node.predicate))
+        if isinstance(node, Project):
+            child = self.relation(node.input)
+            kept = [_expr(e).alias(n) for n, e in node.expressions
+                    if node.input.instantiated or n not in WINDOW_COLUMNS]
+            return child.select(*kept, *(["window"] if node.input.instantiated else []), HEARTBEAT)
+        if isinstance(node, Aggregate):
+            child = self.relation(node.input)
+            keys = [k for k in node.group_by if k not in WINDOW_COLUMNS]
+            group = (F.col("window") if node.input.instantiated
+                     else _window(node.input)).alias("window")
+            out = child.groupBy(group, *keys, HEARTBEAT).agg(*_aggregates(node))
+            if self.last_end is not None:
+                # As microseconds: PySpark would read a datetime in the local time zone.
+                last_us = (self.last_end - datetime(1970, 1, 1)) // timedelta(microseconds=1)
+                out = out.where(F.col("window.end") <= F.timestamp_micros(F.lit(last_us)))
+            return _with_window_columns(out, node.columns)
+        if isinstance(node, Join):
+            return self._join(node)
+        raise TandemError(f"{node.kind} cannot run in Spark")
 
 
-def _join(node: Join, stream: DataFrame) -> DataFrame:
-    """A stream-stream join at equal window end. Tagged rows pair on ``window_time``. A side of
-    rows of a windowed stream (Q1 joins its loads with their plug's peak) is not expanded to its
-    W/beta windows: its rows pair, by a time-interval join, with the other side's rows whose
-    window holds them, so Spark's join state keeps each row once (and drops it by the
-    watermark). If both sides are such rows, the right one is expanded."""
-    raw = "l" if not node.left.instantiated else None
-    frames = {"l": relation(node.left, stream) if raw else _instantiated(node.left, stream),
-              "r": _instantiated(node.right, stream)}
-    left, right = frames["l"].alias("l"), frames["r"].alias("r")
-    window_time = F.col("r._window_time")
-    if raw:
-        window = source_window(node.left)
-        ts = F.col(f"l.{window.time_column}")
-        size = _interval(window.size)
-        in_window = (ts > window_time - size) & (ts <= window_time)  # end - W <= ts < end
-    else:
-        in_window = F.col("l._window_time") == window_time
-    left_hb, right_hb = F.col(f"l.{HEARTBEAT}"), F.col(f"r.{HEARTBEAT}")
-    condition = in_window & (left_hb == right_hb)
-    equal = F.lit(True)
-    for l, r in node.keys:
-        # Null-safe equality is the equi-join key that pairs heartbeats (null keys); data rows
-        # keep SQL's equality, under which null keys match nothing.
-        condition = condition & F.col(f"l.{l}").eqNullSafe(F.col(f"r.{r}"))
-        equal = equal & (F.col(f"l.{l}") == F.col(f"r.{r}"))
-    joined = left.join(right, condition & (left_hb | F.coalesce(equal, F.lit(False))), "inner")
+    def _join(self, node: Join) -> DataFrame:
+        """A stream-stream join at equal window end. Tagged rows pair on ``window_time``. A
+        side of rows of a windowed stream (Q1 joins its loads with their plug's peak) is not
+        expanded to its W/beta windows: its rows pair, by a time-interval join, with the other
+        side's rows whose window holds them, so Spark's join state keeps each row once (and
+        drops it by the watermark). If both sides are such rows, the right one is expanded."""
+        raw = "l" if not node.left.instantiated else None
+        frames = {"l": self.relation(node.left) if raw else self._instantiated(node.left),
+                  "r": self._instantiated(node.right)}
+        left, right = frames["l"].alias("l"), frames["r"].alias("r")
+        window_time = F.col("r._window_time")
+        if raw:
+            window = source_window(node.left)
+            ts = F.col(f"l.{window.time_column}")
+            size = _interval(window.size)
+            in_window = (ts > window_time - size) & (ts <= window_time)  # end - W <= ts < end
+        else:
+            in_window = F.col("l._window_time") == window_time
+        left_hb, right_hb = F.col(f"l.{HEARTBEAT}"), F.col(f"r.{HEARTBEAT}")
+        condition = in_window & (left_hb == right_hb)
+        equal = F.lit(True)
+        for l, r in node.keys:
+            # Null-safe equality is the equi-join key that pairs heartbeats (null keys); data rows
+            # keep SQL's equality, under which null keys match nothing.
+            condition = condition & F.col(f"l.{l}").eqNullSafe(F.col(f"r.{r}"))
+            equal = equal & (F.col(f"l.{l}") == F.col(f"r.{r}"))
+        joined = left.join(right, condition & (left_hb | F.coalesce(equal, F.lit(False))), "inner")
 
-    def column(name: str) -> Column:
-        side = "l" if name in node.left.columns else "r"
-        if side == raw and name in WINDOW_COLUMNS:  # the raw rows' window is the other side's
-            end = window_time + _interval(1e-6)
-            return (end if name == "window_end" else end - size).alias(name)
-        return F.col(f"{side}.{name}").alias(name)
+        def column(name: str) -> Column:
+            side = "l" if name in node.left.columns else "r"
+            if side == raw and name in WINDOW_COLUMNS:  # the raw rows' window is the other side's
+                end = window_time + _interval(1e-6)
+                return (end if name == "window_end" else end - size).alias(name)
+            return F.col(f"{side}.{name}").alias(name)
 
-    joined = joined.select(*[column(c) for c in node.columns], left_hb.alias(HEARTBEAT),
-                           window_time.alias("_window_time"))
-    # The window struct again, for the operators above: the one-slide window that holds the
-    # end's last microsecond ends where the joined windows end.
-    joined = joined.select(*node.columns, HEARTBEAT, F.window(
-        "_window_time", f"{_micros(node.slide)} microseconds").alias("window"))
-    if node.condition is not None:
-        joined = joined.where(F.col(HEARTBEAT) | _predicate(node.condition))
-    return joined
+        joined = joined.select(*[column(c) for c in node.columns], left_hb.alias(HEARTBEAT),
+                               window_time.alias("_window_time"))
+        # The window struct again, for the operators above: the one-slide window that holds the
+        # end's last microsecond ends where the joined windows end.
+        joined = joined.select(*node.columns, HEARTBEAT, F.window(
+            "_window_time", f"{_micros(node.slide)} microseconds").alias("window"))
+        if node.condition is not None:
+            joined = joined.where(F.col(HEARTBEAT) | _predicate(node.condition))
+        return joined
+
+
+    def tagged(self, node: Node) -> DataFrame:
+        """A relation as it leaves the streaming part: its columns, ``window_end`` for rows tagged
+        with a window instance, and the heartbeat flag."""
+        rows = self.relation(node)
+        if not node.instantiated:
+            return rows
+        extra = [] if "window_end" in node.columns else [F.col("window.end").alias("window_end")]
+        return rows.select(*node.columns, *extra, HEARTBEAT)
+
+
+    def _instantiated(self, node: Node) -> DataFrame:
+        """Rows tagged with their window instance, whose end (``window_time``, its last
+        microsecond) is the only event time, as a join needs: a windowed stream's rows are expanded
+        to every window that holds them."""
+        rows = self.relation(node)
+        if not node.instantiated:
+            rows = _with_window_columns(rows.select(_window(node).alias("window"), *rows.columns),
+                                        node.columns)
+        return rows.select(*node.columns, HEARTBEAT, F.window_time("window").alias("_window_time"))
 
 
 def _interval(seconds: float) -> Column:
     return F.expr(f"INTERVAL '{seconds:.6f}' SECOND")
 
-
-def tagged(node: Node, stream: DataFrame) -> DataFrame:
-    """A relation as it leaves the streaming part: its columns, ``window_end`` for rows tagged
-    with a window instance, and the heartbeat flag."""
-    rows = relation(node, stream)
-    if not node.instantiated:
-        return rows
-    extra = [] if "window_end" in node.columns else [F.col("window.end").alias("window_end")]
-    return rows.select(*node.columns, *extra, HEARTBEAT)
 
 
 def apply(node: Node, inputs: list[DataFrame]) -> DataFrame:
@@ -159,17 +188,6 @@ def _window(node: Node) -> Column:
     window = source_window(node)
     return F.window(window.time_column, f"{_micros(window.size)} microseconds",
                     f"{_micros(window.slide)} microseconds")
-
-
-def _instantiated(node: Node, stream: DataFrame) -> DataFrame:
-    """Rows tagged with their window instance, whose end (``window_time``, its last
-    microsecond) is the only event time, as a join needs: a windowed stream's rows are expanded
-    to every window that holds them."""
-    rows = relation(node, stream)
-    if not node.instantiated:
-        rows = _with_window_columns(rows.select(_window(node).alias("window"), *rows.columns),
-                                    node.columns)
-    return rows.select(*node.columns, HEARTBEAT, F.window_time("window").alias("_window_time"))
 
 
 def _with_window_columns(frame: DataFrame, columns) -> DataFrame:

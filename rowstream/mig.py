@@ -37,7 +37,7 @@ from columnar.fragment_sql import fragments, input_table, read_sql
 from columnar.store import ColumnarStore, Progress
 from optimizer.deployment import Deployment
 from optimizer.logical import Node
-from rowstream.dsps import HEARTBEAT, apply, tagged
+from rowstream.dsps import HEARTBEAT, Streaming, apply
 
 EPOCH = datetime(1970, 1, 1)
 RELATION = "_relation"
@@ -103,9 +103,9 @@ class Mig:
                                            F.struct("ts", HEARTBEAT).alias(STREAM)),
                  source.where(bad).select(F.lit(QUARANTINE).alias(RELATION),
                                           F.struct(*source.columns).alias(QUARANTINE))]
-        source = source.where(~bad)
+        operators = Streaming(source.where(~bad), self.final_end)
         for rid, node in self.crossings.items():
-            rows = tagged(node, source)
+            rows = operators.tagged(node)
             parts.append(rows.select(F.lit(rid).alias(RELATION), F.struct(*rows.columns).alias(rid)))
         return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
 
