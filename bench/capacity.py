@@ -39,7 +39,8 @@ def capacity(query: str, placement: str, rate: float, warmup: float, measure: fl
             warmup=warmup, store=Path(tmp) / "c.duckdb", checkpoint=Path(tmp) / "checkpoint",
             on_batch=lambda r: marks.append((time.perf_counter(), r.tuples, r.event_time)))
     warm = EPOCH + timedelta(seconds=DEBS_START + warmup)  # where the warm-up ends
-    last_warm = max(i for i, (_, _, event_time) in enumerate(marks) if event_time <= warm)
+    last_warm = max(i for i, (_, _, event_time) in enumerate(marks)
+                    if event_time and event_time <= warm)
     measured = [m for m in marks[last_warm + 1:] if m[1]]
     tuples = sum(m[1] for m in measured)
     seconds = measured[-1][0] - marks[last_warm][0]

@@ -2,10 +2,12 @@
 
 Each query has a schema of its own (``q_<name>``) holding
 
-* one table per DB-op input (``in_<operator id>``), appended from Arrow as micro-batches arrive;
+* one table per relation handed over from Spark (``in_<relation id>``), appended from Arrow as
+  micro-batches arrive: the window state of DB-ops and of Spark operators after a DB-op;
 * ``window_ends``, the window ends of the current evaluation;
 * ``results``: the result rows with the micro-batch that produced them, written so that
-  replaying a batch after a restart replaces its rows instead of adding them again.
+  replaying a batch after a restart replaces its rows instead of adding them again;
+* ``progress``, a row per micro-batch, and ``quarantine``, the rows a source could not read.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ class ColumnarStore:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self.path = str(path)
         self.con = duckdb.connect(self.path)
+        self._created: set[str] = set()  # tables known to exist
         self._run("SET TimeZone = 'UTC'")
 
     def close(self) -> None:
@@ -73,6 +76,7 @@ class ColumnarStore:
         schema = schema_name(query)
         if fresh:
             self._run(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+            self._created = {t for t in self._created if not t.startswith(f"{schema}.")}
         self._run(f"CREATE SCHEMA IF NOT EXISTS {schema}")
         self._run(f"CREATE TABLE IF NOT EXISTS {schema}.{WINDOW_ENDS} (window_end TIMESTAMP)")
         self._run(f"CREATE TABLE IF NOT EXISTS {schema}.progress (batch_id BIGINT, "
@@ -84,9 +88,11 @@ class ColumnarStore:
         rows' schema, plus the micro-batch each row came in), from Arrow without copies. A batch
         replayed after a restart replaces what it appended before."""
         target = f"{schema_name(query)}.{table}"
-        with self._view("__rows", rows):
-            self._run(f"CREATE TABLE IF NOT EXISTS {target} AS "
-                      "SELECT *, 0::BIGINT AS _batch FROM __rows LIMIT 0")
+        if target not in self._created:
+            with self._view("__rows", rows):
+                self._run(f"CREATE TABLE IF NOT EXISTS {target} AS "
+                          "SELECT *, 0::BIGINT AS _batch FROM __rows LIMIT 0")
+            self._created.add(target)
         self._run(f"DELETE FROM {target} WHERE _batch = ?", [batch_id])
         if rows.num_rows == 0:
             return 0

@@ -86,14 +86,16 @@ class Streaming:
         expanded to its W/beta windows: its rows pair, by a time-interval join, with the other
         side's rows whose window holds them, so Spark's join state keeps each row once (and
         drops it by the watermark). If both sides are such rows, the right one is expanded."""
-        raw = "l" if not node.left.instantiated else None
-        frames = {"l": self.relation(node.left) if raw else self._instantiated(node.left),
-                  "r": self._instantiated(node.right)}
+        sides = {"l": node.left, "r": node.right}
+        raw = next((k for k, side in sides.items() if not side.instantiated), None)
+        other = "r" if raw == "l" else "l"  # it provides the window of a raw side's rows
+        frames = {k: self.relation(side) if k == raw else self._instantiated(side)
+                  for k, side in sides.items()}
         left, right = frames["l"].alias("l"), frames["r"].alias("r")
-        window_time = F.col("r._window_time")
+        window_time = F.col(f"{other}._window_time")
         if raw:
-            window = source_window(node.left)
-            ts = F.col(f"l.{window.time_column}")
+            window = source_window(sides[raw])
+            ts = F.col(f"{raw}.{window.time_column}")
             size = _interval(window.size)
             in_window = (ts > window_time - size) & (ts <= window_time)  # end - W <= ts < end
         else:

@@ -1,9 +1,11 @@
-"""`tandem explain` as a user runs it: readable text, and JSON with the keys of DESIGN.md."""
+"""The CLI as a user runs it: `tandem explain` (readable text, and JSON with the keys of
+DESIGN.md), `tandem run` and `tandem verify`."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from tandem.cli import app
@@ -58,3 +60,16 @@ def test_memory_budget_can_make_a_plan_infeasible():
     assert plan["memory_bytes"] > 1e6 and plan["feasible"] is False and ok["feasible"] is True
     bad = runner.invoke(app, ["explain", "q1", "--memory-budget", "lots"])
     assert bad.exit_code == 2 and "--memory-budget" in bad.output
+
+
+@pytest.mark.integration
+def test_run_and_verify_report_what_they_did(tmp_path):
+    store = tmp_path / "t.duckdb"
+    ran = runner.invoke(app, ["run", "q5", "--placement", "duckdb", "--rate", "20",
+                              "--duration", "60", "--batch", "30", "--store", str(store)])
+    assert ran.exit_code == 0, ran.output
+    assert "1,200 tuples" in ran.output and "0 quarantined rows" in ran.output
+    assert "q_q5.results" in ran.output and str(store) in ran.output
+    checked = runner.invoke(app, ["verify", "q5", "--placements", "3", "--parallel", "3"])
+    assert checked.exit_code == 0, checked.output
+    assert "3 placements: 3 same as the reference, 0 different" in checked.output
