@@ -79,7 +79,6 @@ class Streaming:
             return self._join(node)
         raise TandemError(f"{node.kind} cannot run in Spark")
 
-
     def _join(self, node: Join) -> DataFrame:
         """A stream-stream join at equal window end. Tagged rows pair on ``window_time``. A
         side of rows of a windowed stream (Q1 joins its loads with their plug's peak) is not
@@ -127,21 +126,19 @@ class Streaming:
             joined = joined.where(F.col(HEARTBEAT) | _predicate(node.condition))
         return joined
 
-
     def tagged(self, node: Node) -> DataFrame:
-        """A relation as it leaves the streaming part: its columns, ``window_end`` for rows tagged
-        with a window instance, and the heartbeat flag."""
+        """A relation as it leaves the streaming part: its columns, ``window_end`` for rows
+        tagged with a window instance, and the heartbeat flag."""
         rows = self.relation(node)
         if not node.instantiated:
             return rows
         extra = [] if "window_end" in node.columns else [F.col("window.end").alias("window_end")]
         return rows.select(*node.columns, *extra, HEARTBEAT)
 
-
     def _instantiated(self, node: Node) -> DataFrame:
         """Rows tagged with their window instance, whose end (``window_time``, its last
-        microsecond) is the only event time, as a join needs: a windowed stream's rows are expanded
-        to every window that holds them."""
+        microsecond) is the only event time, as a join needs: a windowed stream's rows are
+        expanded to every window that holds them."""
         rows = self.relation(node)
         if not node.instantiated:
             rows = _with_window_columns(rows.select(_window(node).alias("window"), *rows.columns),
@@ -151,7 +148,6 @@ class Streaming:
 
 def _interval(seconds: float) -> Column:
     return F.expr(f"INTERVAL '{seconds:.6f}' SECOND")
-
 
 
 def apply(node: Node, inputs: list[DataFrame]) -> DataFrame:
