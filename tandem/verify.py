@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import random
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,11 +58,11 @@ def placements(query: str, how: str, **explain_args) -> list[dict[str, str]]:
 
 def verify(query: str, how: str = "all", *, rate: float = 3.0, duration: float = 400.0,
            batch: float = 50.0, catalog: str | None = None, profile: str | None = None,
-           parallel: int = 1, on_outcome: Callable[[Outcome], None] | None = None
-           ) -> list[Outcome]:
-    """Run ``query`` under the placements and compare each run's rows with the reference.
-    ``parallel`` runs that many placements at once, as concurrent Spark queries of one session
-    (each micro-batch waits on more than the two cores)."""
+           parallel: int = 1, done: Iterable[dict[str, str]] = (),
+           on_outcome: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+    """Run ``query`` under the placements (but those ``done`` before) and compare each run's
+    rows with the reference. ``parallel`` runs that many placements at once, as concurrent Spark
+    queries of one session (each micro-batch waits on more than the two cores)."""
     stream = pl.from_arrow(SmartPlugs(rate=rate, **SMALL).between(0, duration))
     truth = reference.Evaluator({"plugs": stream})
 
@@ -86,7 +86,9 @@ def verify(query: str, how: str = "all", *, rate: float = 3.0, duration: float =
             on_outcome(outcome)
         return outcome
 
-    chosen = placements(query, how, rate=rate, catalog=catalog, profile=profile)
+    done = list(done)
+    chosen = [p for p in placements(query, how, rate=rate, catalog=catalog, profile=profile)
+              if p not in done]
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
         return list(pool.map(one, chosen))
 
