@@ -87,7 +87,7 @@ class Streaming:
         drops it by the watermark). If both sides are such rows, the right one is expanded."""
         sides = {"l": node.left, "r": node.right}
         raw = next((k for k, side in sides.items() if not side.instantiated), None)
-        other = "r" if raw == "l" else "l"  # it provides the window of a raw side's rows
+        other = "l" if raw == "r" else "r"  # it gives a raw side's rows their window
         frames = {k: self.relation(side) if k == raw else self._instantiated(side)
                   for k, side in sides.items()}
         left, right = frames["l"].alias("l"), frames["r"].alias("r")
