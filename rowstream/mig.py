@@ -87,10 +87,12 @@ class Mig:
         self.fragments = {f.id: f for f in fragments(self.deployment.physical)}
         # Every table of the part after the MIG: the crossings', and those of Spark operators'
         # rows that a DB-op reads.
-        tables = {input_table(n, plan).table: input_table(n, plan) for n in self.crossings.values()}
+        tables = {t.table: t for t in (input_table(n, plan) for n in self.crossings.values())}
         for fragment in self.fragments.values():
             tables.update({t.table: t for t in fragment.inputs})
         self.tables = list(tables.values())
+        # SQL that reads a crossing's rows for the window_ends, built once, not per micro-batch.
+        self.reads = {rid: read_sql(node, plan) for rid, node in self.crossings.items()}
         self.root = plan.relation_ids[plan.root]
         self.direct = self.root in self.crossings and plan.root.instantiated
 
@@ -180,8 +182,7 @@ class Mig:
     def _evaluate(self, ends: list[datetime], batch_id: int) -> pa.Table:
         """The part of the plan after the MIG, bottom-up, for ``ends``: the root's rows."""
         if self.root in self.crossings:  # Spark's rows of a windowed stream, one per window
-            return self._final(self.store.evaluate(self.query, read_sql(self.plan.root, self.plan),
-                                                   ends))
+            return self._final(self.store.evaluate(self.query, self.reads[self.root], ends))
         outputs: dict[str, pa.Table | DataFrame] = {}
         for step in self.deployment.steps:
             rid = self.plan.relation_ids[step.node]
@@ -204,7 +205,7 @@ class Mig:
         """A Spark operator's input after the MIG, for ``ends``."""
         rid = self.plan.relation_ids[node]
         if rid in self.crossings:
-            value = self.store.evaluate(self.query, read_sql(node, self.plan), ends)
+            value = self.store.evaluate(self.query, self.reads[rid], ends)
         else:
             value = outputs[rid]
         if isinstance(value, DataFrame):
