@@ -42,9 +42,12 @@ def _problem(column: str) -> str:
 
 
 def _read_csv(path: Path) -> pl.DataFrame:
-    lines = pl.Series("line", path.read_text().splitlines()[1:], pl.String)  # after the header
+    lines = path.read_text().splitlines()
+    # The DEBS 2014 files have no header line; Tandem's generator writes one.
+    header = bool(lines) and lines[0].replace(" ", "").lower() == ",".join(CSV_FIELDS)
+    lines = pl.Series("line", lines[header:], pl.String)
     fields = lines.str.split(",")
-    frame = pl.DataFrame({"line": lines, "fields": fields}).with_row_index("n", offset=2)
+    frame = pl.DataFrame({"line": lines, "fields": fields}).with_row_index("n", offset=1 + header)
     count = pl.col("fields").list.len()
     columns = {name: pl.col("fields").list.get(i, null_on_oob=True).str.strip_chars()
                for i, name in enumerate(CSV_FIELDS)}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from contextlib import contextmanager
@@ -78,6 +79,29 @@ def explain_command(
         sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
         return
     render(result)
+
+
+@app.command("generate")
+def generate_command(
+    directory: Annotated[Path, typer.Argument(help="Where the CSV files go (a landing directory).")],
+    rate: Annotated[float, typer.Option(help="Arrival rate, tuples/s.")] = 4250.0,
+    duration: Annotated[float, typer.Option(help="Event time to generate, seconds.")] = 360.0,
+    file_seconds: Annotated[float, typer.Option(
+        min=1.0, help="Event time per file, seconds.")] = 60.0,
+) -> None:
+    """Write the smart-plug stream as DEBS 2014 CSV files, for `tandem run --source DIRECTORY`."""
+    from rich.progress import Progress
+
+    from tandem.workload import SmartPlugs
+
+    files = math.ceil(duration / file_seconds - 1e-9)
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("writing CSV files", total=files)
+        paths = SmartPlugs(rate=rate).write_csv(directory, duration, file_seconds,
+                                                on_file=lambda _: progress.advance(task))
+    console.print(f"{len(paths)} files, {round(rate * duration):,} readings in {_short(directory)}. "
+                  f"Run a query over them with: tandem run q1 --source {_short(directory)}",
+                  highlight=False, soft_wrap=True)
 
 
 @app.command("run")

@@ -10,14 +10,14 @@ because every random number is a hash of (seed, what it is for).
 
 from __future__ import annotations
 
-import csv
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 
 DEBS_START = 1377986400  # 2013-09-01 00:00 CEST (22:00 UTC the day before): where DEBS 2014 starts
@@ -141,29 +141,28 @@ class SmartPlugs:
         for k in range(steps):
             yield self.between(k * span, min((k + 1) * span, duration))
 
-    def write_csv(self, directory: str | Path, duration: float, file_seconds: float = 60.0
-                  ) -> list[Path]:
-        """DEBS 2014 CSV files, ``file_seconds`` of event time each. Timestamps are Unix seconds,
-        with a fraction where the rate puts several readings of a plug in one second."""
+    def write_csv(self, directory: str | Path, duration: float, file_seconds: float = 60.0,
+                  on_file: Callable[[Path], None] | None = None) -> list[Path]:
+        """DEBS 2014 CSV files, ``file_seconds`` of event time each, named so that name order is
+        event-time order. Timestamps are Unix seconds, with a fraction where the rate puts
+        several readings of a plug in one second."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         paths = []
         for n, table in enumerate(self.batches(duration, file_seconds)):
             path = directory / f"plugs-{self.start + int(n * file_seconds)}.csv"
-            ts_us = table.column("ts").cast(pa.int64()).to_numpy()
-            columns = [table.column(c).to_pylist() for c in SCHEMA.names]
-            with path.open("w", newline="") as f:
-                writer = csv.writer(f)
-                writer.writerow(CSV_HEADER)
-                for k in range(table.num_rows):
-                    row = [c[k] for c in columns]
-                    row[1] = _seconds_text(int(ts_us[k]))
-                    writer.writerow(row)
+            frame = pl.from_arrow(table).with_columns(_seconds_text(pl.col("ts")).alias("timestamp"))
+            frame.select(CSV_HEADER).write_csv(path)
             paths.append(path)
+            if on_file:
+                on_file(path)
         return paths
 
 
-def _seconds_text(ts_us: int) -> str:
+def _seconds_text(ts: pl.Expr) -> pl.Expr:
     """Unix seconds as DEBS writes them, with a fraction only where there is one."""
-    seconds, micros = divmod(ts_us, 1_000_000)
-    return str(seconds) if micros == 0 else f"{seconds}.{micros:06d}".rstrip("0")
+    micros = ts.dt.epoch("us")
+    seconds = (micros // 1_000_000).cast(pl.String)
+    fraction = (micros % 1_000_000).cast(pl.String).str.zfill(6).str.strip_chars_end("0")
+    with_fraction = pl.concat_str(seconds, pl.lit("."), fraction)
+    return pl.when(fraction == "").then(seconds).otherwise(with_fraction)

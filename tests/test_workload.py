@@ -1,4 +1,5 @@
-"""The smart-plug generator: DEBS 2014 shape, any rate, and the same events whatever the batches."""
+"""The smart-plug generator (DEBS 2014 shape, any rate, the same events whatever the batches) and
+the DEBS 2014 CSV it writes and a landing directory reads."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import csv
 import polars as pl
 import pyarrow as pa
 
+from rowstream.landing import read_landed
 from tandem.workload import SCHEMA, SmartPlugs
 
 
@@ -48,3 +50,23 @@ def test_csv_in_the_debs_format(tmp_path):
                        "house_id"]
     assert len(rows) == 1 + 6
     assert rows[1][1] == "1377986400" and rows[2][1] == "1377986400.333333"
+
+
+def test_csv_reads_back_as_the_stream(tmp_path):
+    """The landing directory's reader (an independent parser) gets back every generated row."""
+    plugs = SmartPlugs(rate=7, houses=1, households_per_house=2, plugs=3)
+    paths = plugs.write_csv(tmp_path, 10, file_seconds=3)
+    assert [p.name for p in paths] == sorted(p.name for p in paths)
+    landed = pl.concat([read_landed(p) for p in paths])
+    assert landed["reason"].null_count() == landed.height
+    assert landed.select(SCHEMA.names).equals(pl.from_arrow(plugs.between(0, 10)))
+
+
+def test_a_debs_file_without_header_keeps_its_first_line(tmp_path):
+    """The original DEBS 2014 files start with a reading, not a header."""
+    path = tmp_path / "sorted.csv"
+    path.write_text("0,1377986401,68.451,0,11,0,0\n1,1377986401,19.272,1,11,0,0\n2,x,1,1,1,0,0\n")
+    landed = read_landed(path)
+    assert landed["id"].to_list() == [0, 1, 2]
+    assert landed["reason"].to_list() == [None, None, "timestamp is missing or not a Unix time in seconds"]
+    assert landed["origin"].to_list() == ["sorted.csv:1", "sorted.csv:2", "sorted.csv:3"]
