@@ -124,7 +124,8 @@ def run_command(
         plan = explain(query, rate=rate, catalog=catalog, profile=profile, placement=placement)
     placed = ", ".join(f"{op}={engine}" for op, engine in plan.optimization.plan.placement.items())
     console.print(f"[bold]{plan.query}[/] with {placed or 'nothing to place'}")
-    progress = {"tuples": 0, "batches": 0, "rows": 0, "started": time.perf_counter()}
+    progress = {"tuples": 0, "batches": 0, "rows": 0, "started": time.perf_counter(),
+                "event_time": None, "advanced": None}
 
     def view(report=None) -> Table:
         table = Table(show_header=False, box=None, padding=(0, 2))
@@ -133,13 +134,19 @@ def run_command(
         table.add_row("event time", str(report.event_time) if report and report.event_time else "-")
         table.add_row("throughput", f"{progress['tuples'] / wall:,.0f} tuples/s" if wall else "-")
         table.add_row("micro-batches", f"{progress['batches']:,}")
-        table.add_row("batch lag", f"{report.seconds:.2f} s of work for the last batch"
-                      if report else "-")
+        # A run keeps up while a batch takes less wall time than the event time it covers.
+        advanced = progress["advanced"]
+        table.add_row("batch lag", "-" if not report else (
+            f"{report.seconds:.2f} s of work for the last batch"
+            + (f" ({advanced:.1f} s of event time)" if advanced else "")))
         table.add_row("result rows", f"{progress['rows']:,}")
         return table
 
     with Live(view(), console=console, refresh_per_second=4, transient=False) as live:
         def on_batch(report) -> None:
+            if report.event_time and progress["event_time"]:
+                progress["advanced"] = (report.event_time - progress["event_time"]).total_seconds()
+            progress["event_time"] = report.event_time or progress["event_time"]
             progress["tuples"] += report.tuples
             progress["batches"] += 1
             progress["rows"] += report.result_rows

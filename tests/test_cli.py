@@ -80,6 +80,7 @@ def test_run_and_verify_report_what_they_did(tmp_path):
     assert ran.exit_code == 0, ran.output
     said = " ".join(ran.output.split())  # rich wraps lines at the terminal's width
     assert "done: 1,200 tuples" in said and "0 quarantined rows" in said
+    assert "(30.0 s of event time)" in said  # the last batch's work against its span
     assert "q_q5.results" in said and str(store) in "".join(ran.output.split())
     checked = runner.invoke(app, ["verify", "q5", "--placements", "3", "--parallel", "3"])
     assert checked.exit_code == 0, checked.output
