@@ -22,7 +22,7 @@ from optimizer.cost import SPARK  # noqa: E402
 from tandem.verify import placements, verify  # noqa: E402
 
 QUERIES = ("q1", "q2", "q3", "q4", "q5", "q6")
-STATUSES = ("same", "different", "not runnable")
+STATUSES = ("same", "different", "failed")
 RESULTS = ROOT / "bench" / "results"
 CATALOG = str(ROOT / "queries" / "catalog.toml")
 
@@ -64,7 +64,7 @@ def write(record: dict) -> None:
              "400 s of event time at 3 tuples/s from 6 plugs (50 s micro-batches, several "
              "placements at once in one Spark session), and every result row is compared with "
              "the polars reference evaluator (floats to a relative 1e-9).", "",
-             "| query | placements | checked | same as reference | different | not runnable "
+             "| query | placements | checked | same as reference | different | failed "
              "| minutes of the last run (placements at once) |", "|---|---|---|---|---|---|---|"]
     odd = []
     for query in QUERIES:
@@ -76,7 +76,7 @@ def write(record: dict) -> None:
         count = {s: sum(o["status"] == s for o in outcomes) for s in STATUSES}
         minutes = entry["minutes"] if entry["minutes"] is not None else "running or stopped"
         lines.append(f"| {query.upper()} | {entry['placements']} | {len(outcomes)} | "
-                     f"{count['same']} | {count['different']} | {count['not runnable']} | "
+                     f"{count['same']} | {count['different']} | {count['failed']} | "
                      f"{minutes} ({entry['parallel']}) |")
         odd += [(query, o) for o in outcomes if o["status"] != "same"]
     lines.append("")

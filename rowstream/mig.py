@@ -78,6 +78,7 @@ class Mig:
     final_end: datetime | None = None  # a finite stream's last window_end
     transfers: Transfers = field(default_factory=Transfers)
     finished: bool = False
+    failure: Exception | None = None  # what stopped a micro-batch
 
     def __post_init__(self):
         plan = self.deployment.physical.logical
@@ -113,10 +114,15 @@ class Mig:
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         started = time.perf_counter()
-        report = self._process(batch, batch_id)
-        report.seconds = time.perf_counter() - started
-        if self.on_batch:
-            self.on_batch(report)
+        try:
+            report = self._process(batch, batch_id)
+            report.seconds = time.perf_counter() - started
+            if self.on_batch:
+                self.on_batch(report)
+        except Exception as err:
+            # Spark wraps it in a Java exception whose message begins with the Py4J proxy's.
+            self.failure = err
+            raise
 
     def _process(self, batch: DataFrame, batch_id: int) -> BatchReport:
         before = self.store.progress(self.query, before=batch_id)

@@ -12,13 +12,16 @@ ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvi
 
 def spark_session(app: str = "tandem") -> SparkSession:
     """The shared session. ``TANDEM_SPARK_MASTER`` moves the row engine to a cluster;
-    ``TANDEM_SHUFFLE_PARTITIONS`` sets the partitions of stateful operators (it is kept in the
-    checkpoint, so a query restarts with the count it started with)."""
+    ``TANDEM_SPARK_MEMORY`` sizes the driver, which in local mode is also the executor (with
+    Spark's 1g, `verify --placements all` ran out of aggregation memory after ~400 Q6 queries in
+    one session); ``TANDEM_SHUFFLE_PARTITIONS`` sets the partitions of stateful operators (it is kept
+    in the checkpoint, so a query restarts with the count it started with)."""
     # Python workers (the stream source, pandas UDFs) must see the same packages as the driver.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = (SparkSession.builder.appName(app)
                .master(os.environ.get("TANDEM_SPARK_MASTER", "local[*]"))
+               .config("spark.driver.memory", os.environ.get("TANDEM_SPARK_MEMORY", "4g"))
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
                .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
@@ -26,8 +29,6 @@ def spark_session(app: str = "tandem") -> SparkSession:
                .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
                .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
                .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-               # `tandem run` counts a pure-Spark run's tuples from every micro-batch's progress.
-               .config("spark.sql.streaming.numRecentProgressUpdates", "1000000")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false"))
     spark = builder.getOrCreate()

@@ -189,19 +189,19 @@ def verify_command(
 
     def show(outcome) -> None:
         placed = ",".join(f"{op}={e[0]}" for op, e in outcome.placement.items())
-        style = {"same": "green", "different": "red", "not runnable": "yellow"}[outcome.status]
+        style = {"same": "green", "different": "red", "failed": "yellow"}[outcome.status]
         console.print(f"[{style}]{outcome.status:>12}[/]  {placed}  {outcome.rows} rows",
                       highlight=False)
-        if outcome.status == "different":
+        if outcome.status != "same":
             console.print(outcome.detail, highlight=False)
 
     with user_errors(query):
         outcomes = verify(query, placements, rate=rate, duration=duration, parallel=parallel,
                           catalog=catalog, profile=profile, on_outcome=show)
-    counts = {s: sum(o.status == s for o in outcomes) for s in ("same", "different", "not runnable")}
+    counts = {s: sum(o.status == s for o in outcomes) for s in ("same", "different", "failed")}
     console.print(f"{len(outcomes)} placements: {counts['same']} same as the reference, "
-                  f"{counts['different']} different, {counts['not runnable']} not runnable")
-    if counts["different"]:
+                  f"{counts['different']} different, {counts['failed']} failed")
+    if counts["different"] or counts["failed"]:
         raise typer.Exit(1)
 
 

@@ -106,9 +106,13 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
         while handle.isActive and not bridge.finished and (generated or not _drained(handle)):
             if stop_after is not None and len(reports) >= stop_after:
                 break
-            if handle.exception():
-                raise TandemError(f"the Spark query failed: {handle.exception()}")
             time.sleep(0.05)
+        # A query that stopped with an error is inactive: its results so far are not the run's.
+        if handle.exception():
+            cause = bridge.failure or handle.exception()
+            raise TandemError(f"the Spark query failed: {type(cause).__name__}: "
+                              f"{str(cause).strip().splitlines()[0]} (Spark's log has the details;"
+                              " `--resume` continues from the last checkpoint)")
     finally:
         handle.stop()
         columnar.close()

@@ -28,7 +28,7 @@ TOLERANCE = 1e-9  # relative, for floats
 @dataclass(frozen=True)
 class Outcome:
     placement: dict[str, str]
-    status: str  # same | different | not runnable
+    status: str  # same | different | failed (the run stopped with an error)
     rows: int
     detail: str = ""
 
@@ -76,7 +76,7 @@ def verify(query: str, how: str = "all", *, rate: float = 3.0, duration: float =
                     store=Path(tmp) / "verify.duckdb", checkpoint=Path(tmp) / "checkpoint",
                     explanation=plan)
             except TandemError as err:
-                outcome = Outcome(placement, "not runnable", 0, str(err))
+                outcome = Outcome(placement, "failed", 0, str(err))
             else:
                 store = ColumnarStore(Path(tmp) / "verify.duckdb")
                 got = pl.from_arrow(store.results(plan.query.stem)).select(root.columns)

@@ -8,6 +8,7 @@ import pytest
 
 from columnar.store import ColumnarStore
 from optimizer import optimize
+from optimizer.errors import TandemError
 from tandem import reference
 from tandem.run import run
 from tandem.verify import placements
@@ -70,6 +71,21 @@ def test_a_run_restarted_from_its_checkpoint_neither_loses_nor_duplicates(tmp_pa
     run_small("q1", tmp_path, placement=placement, resume=True)
     root = optimize(query_sql("q1"), catalog, profile).logical.root
     assert_same_rows(results(tmp_path / "tandem.duckdb", "q1").select(root.columns),
+                     truth.result(root))
+
+
+def test_a_failed_micro_batch_fails_the_run_and_resume_completes_it(tmp_path, truth, catalog,
+                                                                      profile):
+    def fail_third(report):
+        if report.batch_id == 2:
+            raise RuntimeError("a failure inside the micro-batch")
+
+    with pytest.raises(TandemError, match="RuntimeError: a failure inside the micro-batch"):
+        run_small("q5", tmp_path, placement="duckdb", on_batch=fail_third)
+    # Spark replays the failed batch; the store took its rows once.
+    run_small("q5", tmp_path, placement="duckdb", resume=True)
+    root = optimize(query_sql("q5"), catalog, profile).logical.root
+    assert_same_rows(results(tmp_path / "tandem.duckdb", "q5").select(root.columns),
                      truth.result(root))
 
 
