@@ -13,9 +13,9 @@ ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvi
 def spark_session(app: str = "tandem") -> SparkSession:
     """The shared session. ``TANDEM_SPARK_MASTER`` moves the row engine to a cluster;
     ``TANDEM_SPARK_MEMORY`` sizes the driver, which in local mode is also the executor (with
-    Spark's 1g, `verify --placements all` ran out of aggregation memory after ~400 Q6 queries in
-    one session); ``TANDEM_SHUFFLE_PARTITIONS`` sets the partitions of stateful operators (it is kept
-    in the checkpoint, so a query restarts with the count it started with)."""
+    Spark's 1g, `verify --placements all` ran out of aggregation memory after ~400 Q6 queries
+    in one session); ``TANDEM_SHUFFLE_PARTITIONS`` sets the partitions of stateful operators
+    (it is kept in the checkpoint, so a query restarts with the count it started with)."""
     # Python workers (the stream source, pandas UDFs) must see the same packages as the driver.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)

@@ -110,9 +110,10 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
         # A query that stopped with an error is inactive: its results so far are not the run's.
         if handle.exception():
             cause = bridge.failure or handle.exception()
-            raise TandemError(f"the Spark query failed: {type(cause).__name__}: "
-                              f"{str(cause).strip().splitlines()[0]} (Spark's log has the details;"
-                              " `--resume` continues from the last checkpoint)")
+            first_line = (str(cause).strip().splitlines() or [""])[0]
+            raise TandemError(f"the Spark query failed: {type(cause).__name__}: {first_line} "
+                              "(Spark's log has the details; `--resume` continues from the last "
+                              "checkpoint)")
     finally:
         handle.stop()
         columnar.close()
