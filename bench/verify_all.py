@@ -19,10 +19,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from optimizer.cost import SPARK  # noqa: E402
-from tandem.verify import placements, verify  # noqa: E402
+from tandem.verify import STATUSES, placements, verify  # noqa: E402
 
 QUERIES = ("q1", "q2", "q3", "q4", "q5", "q6")
-STATUSES = ("same", "different", "failed")
 RESULTS = ROOT / "bench" / "results"
 CATALOG = str(ROOT / "queries" / "catalog.toml")
 

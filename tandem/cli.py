@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import sys
 import time
 from contextlib import contextmanager
@@ -94,11 +93,11 @@ def generate_command(
 
     from tandem.workload import SmartPlugs
 
-    files = math.ceil(duration / file_seconds - 1e-9)
+    plugs = SmartPlugs(rate=rate)
     with Progress(console=console, transient=True) as progress:
-        task = progress.add_task("writing CSV files", total=files)
-        paths = SmartPlugs(rate=rate).write_csv(directory, duration, file_seconds,
-                                                on_file=lambda _: progress.advance(task))
+        task = progress.add_task("writing CSV files", total=plugs.batch_count(duration, file_seconds))
+        paths = plugs.write_csv(directory, duration, file_seconds,
+                                on_file=lambda _: progress.advance(task))
     console.print(f"{len(paths)} files, {round(rate * duration):,} readings in {_short(directory)}. "
                   f"Run a query over them with: tandem run q1 --source {_short(directory)}",
                   highlight=False, soft_wrap=True)
@@ -185,7 +184,7 @@ def verify_command(
     profile: Profile = None,
 ) -> None:
     """Run QUERY under many placements and compare every row with the reference evaluator."""
-    from tandem.verify import verify
+    from tandem.verify import STATUSES, verify
 
     def show(outcome) -> None:
         placed = ",".join(f"{op}={e[0]}" for op, e in outcome.placement.items())
@@ -198,7 +197,7 @@ def verify_command(
     with user_errors(query):
         outcomes = verify(query, placements, rate=rate, duration=duration, parallel=parallel,
                           catalog=catalog, profile=profile, on_outcome=show)
-    counts = {s: sum(o.status == s for o in outcomes) for s in ("same", "different", "failed")}
+    counts = {s: sum(o.status == s for o in outcomes) for s in STATUSES}
     console.print(f"{len(outcomes)} placements: {counts['same']} same as the reference, "
                   f"{counts['different']} different, {counts['failed']} failed")
     if counts["different"] or counts["failed"]:

@@ -23,12 +23,13 @@ from tandem.workload import SmartPlugs
 # A small stream that fills and slides 5-minute windows: six plugs, each reporting every 4 s.
 SMALL = dict(houses=2, households_per_house=2, plugs=6)
 TOLERANCE = 1e-9  # relative, for floats
+STATUSES = ("same", "different", "failed")  # failed: the run stopped with an error
 
 
 @dataclass(frozen=True)
 class Outcome:
     placement: dict[str, str]
-    status: str  # same | different | failed (the run stopped with an error)
+    status: str  # one of STATUSES
     rows: int
     detail: str = ""
 

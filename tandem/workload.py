@@ -135,10 +135,13 @@ class SmartPlugs:
         """The events of event-time seconds [begin, end) after the start."""
         return self.events(self.index_at(begin), self.index_at(end))
 
+    @staticmethod
+    def batch_count(duration: float, span: float) -> int:
+        return math.ceil(duration / span - 1e-9)
+
     def batches(self, duration: float, span: float = 1.0) -> Iterator[pa.Table]:
         """``duration`` seconds of events in micro-batches of ``span`` seconds of event time."""
-        steps = math.ceil(duration / span - 1e-9)
-        for k in range(steps):
+        for k in range(self.batch_count(duration, span)):
             yield self.between(k * span, min((k + 1) * span, duration))
 
     def write_csv(self, directory: str | Path, duration: float, file_seconds: float = 60.0,

@@ -31,7 +31,6 @@ def test_explain_json_has_the_contract_keys():
     assert plan["feasible"] is (plan["bottleneck_cost"] <= 1)
 
 
-
 def test_generate_writes_a_landing_directory(tmp_path):
     result = runner.invoke(app, ["generate", str(tmp_path / "landing"), "--rate", "50",
                                  "--duration", "25", "--file-seconds", "10"])
@@ -40,6 +39,7 @@ def test_generate_writes_a_landing_directory(tmp_path):
     assert len(files) == 3
     assert sum(len(f.read_text().splitlines()) - 1 for f in files) == 50 * 25
     assert "--source" in result.output
+
 
 def test_explain_text_shows_engines_costs_search_and_sql():
     result = runner.invoke(app, ["explain", "q1", "--rate", "20000", "--exhaustive"])
