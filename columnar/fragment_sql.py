@@ -19,7 +19,16 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from optimizer.cost import DUCKDB
-from optimizer.logical import Aggregate, Join, LogicalPlan, Node, Project, Select, source_window
+from optimizer.logical import (
+    WINDOW_COLUMNS,
+    Aggregate,
+    Join,
+    LogicalPlan,
+    Node,
+    Project,
+    Select,
+    source_window,
+)
 from optimizer.physical import PhysicalPlan
 
 WINDOW_ENDS = "window_ends"
@@ -54,7 +63,7 @@ def input_table(node: Node, plan: LogicalPlan) -> FragmentInput:
     if node.instantiated:
         return FragmentInput(name, node.columns, None, None)
     window = source_window(node)
-    stored = tuple(c for c in node.columns if c not in ("window_start", "window_end"))
+    stored = tuple(c for c in node.columns if c not in WINDOW_COLUMNS)
     return FragmentInput(name, stored, window.size, window.time_column)
 
 

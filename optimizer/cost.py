@@ -57,13 +57,18 @@ class Objective:
 
     feasibility: bool = True
     memory_budget: float | None = None  # bytes
+    # Ji assumes every operator has processors of its own (Sec. 6.3.2), so the busiest one
+    # bounds the rate (C_b). Where a micro-batch runs its operators one after another on shared
+    # cores, as Spark local mode and an embedded DuckDB do, their sum does (C_u).
+    time_shared: bool = False
 
     def effective_bottleneck(self, cost: PlanCost) -> float:
         # Memory grows with the rate as the load does, so a plan over budget by x behaves like
         # a bottleneck of x: it is infeasible, and less so the closer it is to the budget.
+        load = cost.utilization if self.time_shared else cost.bottleneck
         if self.memory_budget is None:
-            return cost.bottleneck
-        return max(cost.bottleneck, cost.memory / self.memory_budget)
+            return load
+        return max(load, cost.memory / self.memory_budget)
 
     def feasible(self, cost: PlanCost) -> bool:
         return self.effective_bottleneck(cost) <= 1

@@ -22,6 +22,7 @@ from optimizer.errors import QueryError
 from optimizer.expressions import conjunction, conjuncts
 from optimizer.logical import (
     AGGREGATES,
+    WINDOW_COLUMNS,
     AggCall,
     Aggregate,
     Join,
@@ -31,8 +32,6 @@ from optimizer.logical import (
     Window,
     source_window,
 )
-
-WINDOW_COLUMNS = ("window_start", "window_end")
 
 # Scalar expression nodes a predicate or projection may use. Everything else is refused by name.
 _SCALAR = (

@@ -12,6 +12,8 @@ from typing import ClassVar
 
 from sqlglot import exp
 
+WINDOW_COLUMNS = ("window_start", "window_end")  # what HOP and TUMBLE add
+
 AGGREGATES = ("COUNT", "SUM", "AVG", "MIN", "MAX", "MEDIAN")
 INCREMENTAL = frozenset({"COUNT", "SUM", "AVG"})  # Ji Sec. 6.3.2: computable incrementally
 
@@ -217,6 +219,26 @@ def assign_ids(root: Node) -> dict[Node, str]:
         counters[node.kind] = counters.get(node.kind, 0) + 1
         ids[node] = f"{node.kind}_{counters[node.kind]}"
     return ids
+
+
+def stateless_rows(node: Node) -> tuple[list[exp.Expression], dict[str, exp.Expression]]:
+    """The predicates and columns of a chain of selections and projections over a windowed
+    stream, as expressions over the stream's columns (each projection substituted into what
+    reads it)."""
+    if isinstance(node, Window):
+        return [], {c: exp.column(c) for c in node.columns if c not in WINDOW_COLUMNS}
+    predicates, columns = stateless_rows(node.input)
+
+    def substitute(e: exp.Expression) -> exp.Expression:
+        return e.transform(lambda n: columns[n.name].copy()
+                           if isinstance(n, exp.Column) and n.name in columns else n)
+
+    if isinstance(node, Select):
+        return [*predicates, substitute(node.predicate)], columns
+    if isinstance(node, Project):
+        return predicates, {n: substitute(e) for n, e in node.expressions
+                            if n not in WINDOW_COLUMNS}
+    raise TypeError(f"{node.kind} is not a stateless operator")
 
 
 def _duration(seconds: float) -> str:

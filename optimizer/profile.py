@@ -21,6 +21,7 @@ class Profile:
     micro_batch_seconds: float
     functions: dict[str, dict[str, dict[str, float]]]  # engine -> function -> coefficient
     source: str
+    time_shared: bool = False  # operators share the cores (see cost.Objective)
 
     def coef(self, engine: str, function: str, name: str) -> float:
         try:
@@ -48,4 +49,4 @@ def load_profile(path: str | Path | None = None) -> Profile:
                 raise CatalogError(f"profile {path}: [{engine}.{function}] must hold numbers") from None
     meta = raw.get("meta", {})
     return Profile(str(meta.get("name", path.stem)), float(meta.get("micro_batch_seconds", 1.0)),
-                   functions, str(path))
+                   functions, str(path), bool(meta.get("time_shared", False)))

@@ -36,9 +36,18 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from optimizer.errors import TandemError
-from optimizer.logical import Aggregate, Join, Node, Project, Select, Window, source_window
+from optimizer.logical import (
+    WINDOW_COLUMNS,
+    Aggregate,
+    Join,
+    Node,
+    Project,
+    Select,
+    Window,
+    source_window,
+    stateless_rows,
+)
 
-WINDOW_COLUMNS = ("window_start", "window_end")
 HEARTBEAT = "heartbeat"
 
 
@@ -125,6 +134,17 @@ class Streaming:
         if node.condition is not None:
             joined = joined.where(F.col(HEARTBEAT) | _predicate(node.condition))
         return joined
+
+    def row_struct(self, node: Node) -> Column:
+        """A stateless relation of the stream (selections and projections of its rows) as one
+        column of the stream's own rows: the relation's row as a struct, or null for a row it
+        does not hold and for heartbeats. The MIG moves every such relation in the one scan of
+        the source instead of scanning it once per relation."""
+        predicates, columns = stateless_rows(node)
+        keep = ~F.col(HEARTBEAT)
+        for p in predicates:
+            keep = keep & _predicate(p)
+        return F.when(keep, F.struct(*[_expr(e).alias(n) for n, e in columns.items()]))
 
     def tagged(self, node: Node) -> DataFrame:
         """A relation as it leaves the streaming part: its columns, ``window_end`` for rows

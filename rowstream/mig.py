@@ -98,19 +98,24 @@ class Mig:
         self.direct = self.root in self.crossings and plan.root.instantiated
 
     def stream(self, source: DataFrame) -> DataFrame:
-        """What ``foreachBatch`` receives: every crossing as a struct column named by its
-        relation id, the stream's event times and its quarantined rows, one union tagged by
-        ``_relation``. Operators see only the rows that are not quarantined."""
+        """What ``foreachBatch`` receives. The source is scanned once for its event times, its
+        quarantined rows and every stateless crossing (a struct column each, null where a row
+        is not in it); each crossing of Spark's stateful operators is unioned to that scan,
+        tagged by ``_relation``. Operators see only the rows that are not quarantined."""
         bad = F.col("reason").isNotNull()
-        parts = [source.where(~bad).select(F.lit(STREAM).alias(RELATION),
-                                           F.struct("ts", HEARTBEAT).alias(STREAM)),
-                 source.where(bad).select(F.lit(QUARANTINE).alias(RELATION),
-                                          F.struct(*source.columns).alias(QUARANTINE))]
         operators = Streaming(source.where(~bad), self.final_end)
+        scan = [F.lit(STREAM).alias(RELATION), F.when(~bad, F.struct("ts", HEARTBEAT)).alias(STREAM),
+                F.when(bad, F.struct(*source.columns)).alias(QUARANTINE)]
+        parts = []
         for rid, node in self.crossings.items():
-            rows = operators.tagged(node)
-            parts.append(rows.select(F.lit(rid).alias(RELATION), F.struct(*rows.columns).alias(rid)))
-        return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
+            if node.instantiated:
+                rows = operators.tagged(node)
+                parts.append(rows.select(F.lit(rid).alias(RELATION),
+                                         F.struct(*rows.columns).alias(rid)))
+            else:
+                scan.append(F.when(~bad, operators.row_struct(node)).alias(rid))
+        return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True),
+                      parts, source.select(*scan))
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         started = time.perf_counter()
@@ -130,26 +135,30 @@ class Mig:
         # One Spark job moves the whole micro-batch; Arrow splits it by relation.
         everything = batch.toArrow()
         relations = everything.column(RELATION)
-        events = _part(everything, relations, STREAM)
+        scanned = everything.filter(pc.equal(relations, STREAM))
+        events = _rows(scanned, STREAM)
         data_ts = events.filter(pc.invert(events.column(HEARTBEAT))).column("ts")
         tuples = len(data_ts)
         latest = pc.max(events.column("ts")).as_py() if events.num_rows else None
         if latest is not None:
             frontiers[STREAM] = max(latest, frontiers.get(STREAM, EPOCH))
         first_ts = before.first_ts or (pc.min(data_ts).as_py() if tuples else None)
-        quarantined = _part(everything, relations, QUARANTINE).drop_columns([HEARTBEAT])
+        quarantined = _rows(scanned, QUARANTINE).drop_columns([HEARTBEAT])
         self.store.append(self.query, QUARANTINE, quarantined, batch_id)
 
         results = None
         for rid, node in self.crossings.items():
-            rows = _part(everything, relations, rid)
+            if node.instantiated:
+                rows = _rows(everything.filter(pc.equal(relations, rid)), rid)
+                marks = rows.filter(rows.column(HEARTBEAT))
+                rows = rows.filter(pc.invert(rows.column(HEARTBEAT))).drop_columns([HEARTBEAT])
+                if marks.num_rows:
+                    frontiers[rid] = max(pc.max(marks.column("window_end")).as_py(),
+                                         frontiers.get(rid, EPOCH))
+            else:
+                rows = _rows(scanned, rid)
             self.transfers.to_duckdb_tuples += rows.num_rows
             self.transfers.to_duckdb_bytes += rows.nbytes
-            marks = rows.filter(rows.column(HEARTBEAT))
-            rows = rows.filter(pc.invert(rows.column(HEARTBEAT))).drop_columns([HEARTBEAT])
-            if node.instantiated and marks.num_rows:
-                frontiers[rid] = max(pc.max(marks.column("window_end")).as_py(),
-                                     frontiers.get(rid, EPOCH))
             if rid == self.root and self.direct:
                 results = self._final(rows)
             else:
@@ -241,10 +250,12 @@ class Mig:
                                          pa.scalar(self.final_end, pa.timestamp("us"))))
 
 
-def _part(table: pa.Table, relations: pa.ChunkedArray, rid: str) -> pa.Table:
-    """The rows of one relation of the micro-batch, as a table of its own."""
-    column = table.filter(pc.equal(relations, rid)).column(rid).combine_chunks()
-    return naive(pa.Table.from_arrays(column.flatten(), names=[f.name for f in column.type]))
+def _rows(table: pa.Table, column: str) -> pa.Table:
+    """The rows of a relation held as a struct column (null where a row is not in it), as a
+    table of its own."""
+    structs = table.column(column).combine_chunks()
+    structs = structs.filter(structs.is_valid())
+    return naive(pa.Table.from_arrays(structs.flatten(), names=[f.name for f in structs.type]))
 
 
 def naive(table: pa.Table) -> pa.Table:

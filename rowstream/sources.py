@@ -53,8 +53,11 @@ class _GeneratorReader(DataSourceStreamReader):
         self.slide = float(options.get("slide", 1.0))
         self.flush = float(options.get("flush", 0.0))
         # A warm-up fills the windows in batches of a minute, before the spans a run measures.
-        warmup = min(float(options.get("warmup", 0.0)), self.duration)
-        bounds = [min(k * WARMUP_SPAN, warmup) for k in range(math.ceil(warmup / WARMUP_SPAN) + 1)]
+        # Event time before ``begin`` is not generated (a benchmark loaded it into DuckDB).
+        begin = float(options.get("begin", 0.0))
+        warmup = min(max(float(options.get("warmup", 0.0)), begin), self.duration)
+        bounds = [min(begin + k * WARMUP_SPAN, warmup)
+                  for k in range(math.ceil((warmup - begin) / WARMUP_SPAN) + 1)]
         steps = math.ceil((self.duration - warmup) / self.span - 1e-9)
         self.bounds = sorted(set(bounds) | {min(warmup + k * self.span, self.duration)
                                             for k in range(steps + 1)})
@@ -128,7 +131,7 @@ def _good(table: pa.Table) -> pa.Table:
 
 class SmartPlugSource(DataSource):
     """``spark.readStream.format("tandem_smartplugs")`` with options rate, duration, span,
-    slide, flush, warmup, seed, houses, households_per_house and plugs."""
+    slide, flush, warmup, begin, seed, houses, households_per_house and plugs."""
 
     @classmethod
     def name(cls) -> str:
@@ -142,12 +145,12 @@ class SmartPlugSource(DataSource):
 
 
 def generator_stream(spark: SparkSession, *, rate: float, duration: float, span: float,
-                     slide: float, flush: float = 0.0, warmup: float = 0.0,
+                     slide: float, flush: float = 0.0, warmup: float = 0.0, begin: float = 0.0,
                      **topology) -> DataFrame:
     spark.dataSource.register(SmartPlugSource)
     reader = (spark.readStream.format(GENERATOR).option("rate", rate)
               .option("duration", duration).option("span", span).option("slide", slide)
-              .option("flush", flush).option("warmup", warmup))
+              .option("flush", flush).option("warmup", warmup).option("begin", begin))
     for key, value in topology.items():
         reader = reader.option(key, value)
     return reader.load()

@@ -291,3 +291,71 @@ def render(result: Explanation) -> None:
 
 if __name__ == "__main__":
     app()
+
+
+@app.command("calibrate")
+def calibrate_command(
+    out: Annotated[Path, typer.Option(help="Where the profile goes (the default one of explain and run).")] = Path(".tandem/profile.toml"),
+) -> None:
+    """Measure the cost model's unit costs on this machine (about 5 minutes) and write a profile."""
+    from tandem.calibrate import calibrate
+
+    started = time.perf_counter()
+    with console.status("calibrating") as status:
+        def step(text: str) -> None:
+            console.print(f"[dim]{time.perf_counter() - started:5.0f} s[/] {text}", highlight=False)
+            status.update(text)
+
+        with user_errors():
+            result = calibrate(out, on_step=step)
+    table = Table("function", "coefficients", "fit error", "measurements")
+    for (engine, function), fitted in result.fits.items():
+        table.add_row(f"{engine}.{function}",
+                      ", ".join(f"{k[2]} {v:.3g}" for k, v in fitted.coefficients.items()),
+                      f"{fitted.error:.1%}", str(fitted.measurements))
+    console.print(table)
+    console.print(f"Profile written to {_short(out)} in {result.seconds / 60:.1f} min: "
+                  "`tandem explain` and `tandem run` use it from now on.", highlight=False)
+
+
+@app.command("bench")
+def bench_command(
+    quick: Annotated[bool, typer.Option(help="Q1 and Q5 at 2k and 20k tuples/s, the four main plans (under 10 min).")] = False,
+    queries: Annotated[str, typer.Option(help="Comma-separated queries.")] = "q1,q2,q3,q4,q5,q6",
+    rates: Annotated[str, typer.Option(help="Comma-separated rates, tuples/s; the sweep doubles past them until every plan is infeasible.")] = "1000,2000,5000,10000,20000,40000",
+    others: Annotated[int, typer.Option(help="Other plans of phase two's space sampled per point.")] = 2,
+    measure: Annotated[float, typer.Option(help="Event seconds measured per plan, in 1-s micro-batches.")] = 10.0,
+    profile: Profile = None,
+    out: Annotated[Path, typer.Option(help="Results directory; the report goes to OUT/<date>/.")] = Path("bench/results"),
+) -> None:
+    """Capacity against arrival rate of the optimiser's plan, pure-Spark, pure-DuckDB and others."""
+    from tandem import bench, bench_report, settings
+
+    if quick:
+        chosen = dict(queries=bench.QUICK["queries"], rates=bench.QUICK["rates"],
+                      others=bench.QUICK["others"], measure=bench.QUICK["measure"], extend=False)
+        command = "tandem bench --quick"
+    else:
+        with user_errors():
+            try:
+                chosen = dict(queries=[q.strip() for q in queries.split(",") if q.strip()],
+                              rates=[float(r) for r in rates.split(",")], others=others,
+                              measure=measure)
+            except ValueError:
+                raise TandemError(f"--rates {rates!r}: give numbers separated by commas") from None
+        command = "tandem bench" + ("" if queries == "q1,q2,q3,q4,q5,q6" else f" --queries {queries}")
+    calibration = str(settings.profile_path(profile))
+    started = time.perf_counter()
+    with console.status("benchmarking") as status:
+        def step(text: str) -> None:
+            console.print(f"[dim]{(time.perf_counter() - started) / 60:5.1f} min[/] {text}",
+                          highlight=False)
+            status.update(text)
+
+        with user_errors():
+            points = bench.sweep(**chosen, profile=profile, on_progress=step)
+    report = bench_report.write(points, out / time.strftime("%Y-%m-%d"), command, calibration,
+                                (time.perf_counter() - started) / 60)
+    console.print(report.read_text().split("\n## Q")[0])
+    console.print(f"Report: {_short(report)}; figures for scripts: {_short(out / 'bench.json')}",
+                  highlight=False)

@@ -49,15 +49,18 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
         batch: float | None = None, source: str = "generator", catalog: str | None = None,
         profile: str | None = None, store: str | Path = DEFAULT_PATH,
         checkpoint: str | Path | None = None, resume: bool = False,
-        stop_after: int | None = None, topology: dict | None = None, warmup: float = 0.0,
+        stop_after: int | None = None, stop_when: Callable[[], bool] | None = None,
+        topology: dict | None = None, warmup: float = 0.0, begin: float = 0.0,
         on_batch: Callable[[BatchReport], None] | None = None,
         explanation: Explanation | None = None) -> RunSummary:
     """Run ``query`` for ``duration`` seconds of event time at ``rate`` tuples/s (generator), or
     over the files in the directory ``source``. ``batch`` is the event time per micro-batch
     (default: one slide). ``resume`` continues from the checkpoint of an earlier run;
-    ``stop_after`` stops after that many micro-batches (to interrupt a run on purpose);
+    ``stop_after`` stops after that many micro-batches (to interrupt a run on purpose),
+    ``stop_when`` once it returns true (a benchmark gives up on a plan far from feasible);
     ``warmup`` seconds of event time come first in micro-batches of a minute (benchmarks fill
-    the windows so before they measure)."""
+    the windows so before they measure); the generator skips the event time before ``begin``
+    (a benchmark that loaded the windows' state into the store directly resumes after it)."""
     explanation = explanation or explain(query, rate=rate, catalog=catalog, profile=profile,
                                          placement=placement)
     physical = explanation.optimization.plan
@@ -94,7 +97,8 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
             # The last heartbeat goes far enough past the last window_end for chained operators.
             flush = max(w.size for w in windows(physical.logical.root)) + 10 * slide
             stream = generator_stream(spark, rate=rate, duration=duration, span=span, slide=slide,
-                                      flush=flush, warmup=warmup, **(topology or {}))
+                                      flush=flush, warmup=warmup, begin=begin,
+                                      **(topology or {}))
         else:
             stream = landing_stream(spark, source)
         writer = (bridge.stream(stream.withWatermark("ts", "0 seconds")).writeStream
@@ -105,6 +109,8 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
     try:
         while handle.isActive and not bridge.finished and (generated or not _drained(handle)):
             if stop_after is not None and len(reports) >= stop_after:
+                break
+            if stop_when is not None and stop_when():
                 break
             time.sleep(0.05)
         # A query that stopped with an error is inactive: its results so far are not the run's.

@@ -1,0 +1,204 @@
+"""`tandem bench`: capacity against arrival rate of the optimiser's plan and the others
+(Ji Sec. 6.4, Fig. 6.6-6.8), measured as DESIGN.md defines it.
+
+For every query and rate it measures, one after another on the same stream, the capacity of
+pure-Spark, pure-DuckDB (Spark stays the gateway), the optimiser's choice with and without the
+feasibility check, and a sample of the other plans of phase two's space. A placement is
+measured once per point whatever roles it plays, and the order of the placements rotates from
+rate to rate. A placement found infeasible is not measured at higher rates: its capacity there
+is taken as the one it had (rates only add work). The sweep goes on past the given rates,
+doubling, until every plan is infeasible.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from optimizer.logical import windows
+from tandem.explain import Explanation, explain
+from tandem.measure import Capacity, capacity, preloadable
+from tandem.workload import SmartPlugs
+
+QUERIES = ("q1", "q2", "q3", "q4", "q5", "q6")
+RATES = (1_000, 2_000, 5_000, 10_000, 20_000, 40_000)
+QUICK = {"queries": ("q1", "q5"), "rates": (2_000, 20_000), "others": 0, "measure": 8.0}
+MAX_RATE = 2_560_000  # the sweep stops here even if a plan keeps up
+SPARK, DUCKDB, CHOICE, NO_FEASIBILITY = ("pure-Spark", "pure-DuckDB", "optimiser",
+                                         "optimiser without feasibility")
+ROLES = (SPARK, DUCKDB, CHOICE, NO_FEASIBILITY)
+NEAR_BEST = 0.9  # the choice is accurate within 10 % of the best measured capacity
+
+
+@dataclass
+class Measured:
+    placement: dict[str, str]
+    roles: list[str]
+    rate: float
+    predicted: float  # the cost model's capacity: rate / C_u
+    capacity: float | None = None  # tuples/s
+    bound: bool = False  # stopped in the warm-up: capacity is an upper bound
+    carried_from: float | None = None  # the lower rate whose capacity stands in for this one
+    preloaded: bool = False  # the warm-up went straight into DuckDB
+    seconds: float = 0.0  # wall seconds the measurement took
+
+    @property
+    def feasible(self) -> bool:
+        return self.capacity is not None and self.capacity >= self.rate
+
+
+@dataclass
+class Point:
+    query: str
+    rate: float
+    plans: list[Measured] = field(default_factory=list)
+
+    def role(self, role: str) -> Measured:
+        return next(p for p in self.plans if role in p.roles)
+
+    def best(self) -> Measured:
+        return max(self.plans, key=lambda p: p.capacity or 0.0)
+
+
+def _spec(placement: dict[str, str]) -> str:
+    return ",".join(f"{op}={e}" for op, e in placement.items())
+
+
+def plans_at(query: str, rate: float, others: int, profile: str | None = None
+             ) -> list[tuple[dict[str, str], list[str], Explanation]]:
+    """The distinct placements to measure at ``rate`` and the roles each plays."""
+    chosen = {SPARK: explain(query, rate=rate, profile=profile, placement="spark"),
+              DUCKDB: explain(query, rate=rate, profile=profile, placement="duckdb"),
+              CHOICE: explain(query, rate=rate, profile=profile),
+              NO_FEASIBILITY: explain(query, rate=rate, profile=profile, feasibility=False)}
+    ops = list(chosen[CHOICE].optimization.plan.placement)
+    space = [dict(zip(ops, e, strict=True)) for e in itertools.product((("spark", "duckdb")),
+                                                                        repeat=len(ops))]
+    random.Random(f"{query}").shuffle(space)  # the same sample at every rate
+    found: dict[str, tuple[dict[str, str], list[str], Explanation]] = {}
+    for role, plan in chosen.items():
+        placement = dict(plan.optimization.plan.placement)
+        found.setdefault(_spec(placement), (placement, [], plan))[1].append(role)
+    for placement in space:
+        if sum(1 for p in found.values() if not set(p[1]) & set(ROLES)) >= others:
+            break
+        if _spec(placement) not in found:
+            plan = explain(query, rate=rate, profile=profile, placement=_spec(placement))
+            found[_spec(placement)] = (placement, [f"other: {_spec(placement)}"], plan)
+    return list(found.values())
+
+
+def predicted_capacity(plan: Explanation, rate: float) -> float:
+    """What the cost model expects: the rate over the seconds of work per second (C_u; the
+    calibrated profile's micro-batch runs the operators one after another)."""
+    cost = plan.optimization.plan.cost.utilization
+    return rate / cost if cost else math.inf
+
+
+def sweep(queries=QUERIES, rates=RATES, *, others: int = 2, measure: float = 10.0,
+          extend: bool = True, profile: str | None = None,
+          on_progress: Callable[[str], None] | None = None) -> list[Point]:
+    say = on_progress or (lambda _: None)
+    points: list[Point] = []
+    for query in queries:
+        failed_at: dict[str, Measured] = {}  # placement -> its measurement where it fell short
+        schedule = list(rates)
+        k = 0
+        while k < len(schedule):
+            rate = schedule[k]
+            point = Point(query, rate)
+            plans = plans_at(query, rate, others, profile)
+            warmup = max(w.size for w in windows(plans[0][2].optimization.logical.root))
+            stream = None
+            turn = k % len(plans)
+            for placement, roles, plan in plans[turn:] + plans[:turn]:
+                spec = _spec(placement)
+                m = Measured(placement, roles, rate, predicted_capacity(plan, rate))
+                if spec in failed_at:
+                    earlier = failed_at[spec]
+                    m.capacity, m.bound, m.carried_from = (earlier.capacity, earlier.bound,
+                                                           earlier.carried_from or earlier.rate)
+                else:
+                    say(f"{query} at {rate:,.0f} tuples/s: {', '.join(roles)}")
+                    if stream is None and preloadable(plan):
+                        stream = SmartPlugs(rate=rate).between(0, warmup)
+                    started = time.perf_counter()
+                    found: Capacity = capacity(plan, rate, warmup=warmup, measure=measure,
+                                               stream=stream)
+                    m.capacity, m.bound, m.preloaded = (found.tuples_per_second, found.bound,
+                                                        found.preloaded)
+                    m.seconds = time.perf_counter() - started
+                    if not m.feasible:
+                        failed_at[spec] = m
+                point.plans.append(m)
+            point.plans.sort(key=lambda p: [r in p.roles for r in ROLES], reverse=True)
+            points.append(point)
+            k += 1
+            if (extend and k == len(schedule) and any(p.feasible for p in point.plans)
+                    and rate * 2 <= MAX_RATE):
+                schedule.append(rate * 2)
+    return points
+
+
+# -- what the figures say ---------------------------------------------------------------------
+
+def max_rate(points: list[Point], role: str) -> float:
+    """The largest rate at which the role's plan kept up (0 if at none)."""
+    return max((p.rate for p in points if p.role(role).feasible), default=0.0)
+
+
+def accuracy(points: list[Point]) -> float:
+    """Share of points where the optimiser's plan is within 10 % of the best measured one."""
+    good = [p.role(CHOICE).capacity is not None
+            and p.role(CHOICE).capacity >= NEAR_BEST * (p.best().capacity or 0.0) for p in points]
+    return sum(good) / len(good) if good else 0.0
+
+
+def prediction_share(points: list[Point], factor: float = 1.5) -> tuple[int, int]:
+    """(within ``factor``, all) over the measured (plan, rate) points."""
+    pairs = [(m.predicted, m.capacity) for p in points for m in p.plans
+             if m.capacity and m.carried_from is None and not m.bound]
+    within = sum(1 for predicted, got in pairs if max(predicted / got, got / predicted) <= factor)
+    return within, len(pairs)
+
+
+def summary(points: list[Point]) -> dict:
+    """bench.json: the newest run's figures for scripts."""
+    queries = sorted({p.query for p in points}, key=QUERIES.index)
+    out = {"points": [], "queries": {}, "overall": {}}
+    for p in points:
+        out["points"].append({
+            "query": p.query, "rate": p.rate,
+            "choice": p.role(CHOICE).placement,
+            "plans": [asdict(m) | {"feasible": m.feasible} for m in p.plans]})
+    for q in queries:
+        mine = [p for p in points if p.query == q]
+        rates = {role: max_rate(mine, role) for role in ROLES}
+        out["queries"][q] = {
+            "max_rate": rates,
+            "ratio_vs_spark": _ratio(rates[CHOICE], rates[SPARK]),
+            "ratio_vs_duckdb": _ratio(rates[CHOICE], rates[DUCKDB]),
+            "capacity_ratio_vs_spark": _ratio(*_capacities(mine, SPARK)),
+            "capacity_ratio_vs_duckdb": _ratio(*_capacities(mine, DUCKDB))}
+    within, total = prediction_share(points)
+    out["overall"] = {"optimizer_accuracy": accuracy(points),
+                      "prediction_within_1_5x": within / total if total else None,
+                      "prediction_points": total}
+    return out
+
+
+def _capacities(points: list[Point], role: str) -> tuple[float, float]:
+    """The optimiser's and the role's capacity at the lowest rate both were measured at."""
+    for p in points:
+        a, b = p.role(CHOICE), p.role(role)
+        if a.capacity and b.capacity and a.carried_from is None and b.carried_from is None:
+            return a.capacity, b.capacity
+    return 0.0, 0.0
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return a / b if b else None

@@ -1,0 +1,209 @@
+"""The benchmark's report: bench/results/<date>/report.md with its figures, and bench.json."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
+import matplotlib.pyplot as plt  # noqa: E402
+
+from tandem.bench import (  # noqa: E402
+    CHOICE,
+    DUCKDB,
+    NO_FEASIBILITY,
+    QUERIES,
+    ROLES,
+    SPARK,
+    Measured,
+    Point,
+    accuracy,
+    max_rate,
+    prediction_share,
+    summary,
+)
+
+STYLE = {SPARK: ("tab:orange", "s"), DUCKDB: ("tab:olive", "^"), CHOICE: ("tab:blue", "o"),
+         NO_FEASIBILITY: ("tab:purple", "x")}
+
+
+def _cell(m: Measured) -> str:
+    if m.capacity is None:
+        return "–"
+    text = f"{m.capacity:,.0f}"
+    if m.bound:
+        text = f"< {text}"
+    if m.carried_from is not None:
+        text = f"({text} at {m.carried_from:,.0f})"
+    return f"**{text}**" if CHOICE in m.roles else text
+
+
+def _role_name(m: Measured) -> str:
+    return " / ".join(m.roles)
+
+
+def write(points: list[Point], out_dir: Path, command: str, calibration: str,
+          minutes: float) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    queries = [q for q in QUERIES if any(p.query == q for p in points)]
+    data = summary(points)
+    data["command"], data["minutes"], data["profile"] = command, round(minutes, 1), calibration
+    (out_dir / "bench.json").write_text(json.dumps(data, indent=1) + "\n")
+    (out_dir.parent / "bench.json").write_text(json.dumps(data, indent=1) + "\n")
+
+    within, total = prediction_share(points)
+    lines = [f"# Capacity against arrival rate: hybrid against pure plans ({time.strftime('%Y-%m-%d')})",
+             "", f"Measured with `{command}` in {minutes:.0f} min on this 2-core machine, "
+             f"profile: {calibration}. Capacity = tuples / wall seconds over the measured "
+             "1-second micro-batches (DESIGN.md), after the windows were filled with the "
+             "largest window's span of event time at the rate. **Bold**: the optimiser's "
+             "choice; `< x`: the plan could not even warm up at the rate (an upper bound); "
+             "`(x at r)`: not measured again, infeasible at the lower rate r already.", "",
+             "## Headline", "",
+             "| query | max rate: optimiser | pure-Spark | pure-DuckDB | without feasibility "
+             "| optimiser / pure-Spark | optimiser / pure-DuckDB |", "|---|---|---|---|---|---|---|"]
+    for q in queries:
+        s = data["queries"][q]
+        r = s["max_rate"]
+        lines.append(f"| {q.upper()} | {r[CHOICE]:,.0f} | {r[SPARK]:,.0f} | {r[DUCKDB]:,.0f} | "
+                     f"{r[NO_FEASIBILITY]:,.0f} | {_fmt(s['ratio_vs_spark'])} | "
+                     f"{_fmt(s['ratio_vs_duckdb'])} |")
+    lines += ["", f"Optimiser accuracy (chosen plan within 10 % of the best measured): "
+              f"**{accuracy(points):.0%}** of {len(points)} (query, rate) points. Predicted "
+              f"capacity within 1.5x of measured: **{within} of {total}** measured (plan, rate) "
+              "points. A max rate of 0 means not even the lowest rate; ratios of max rates are "
+              "blank then, and the capacity ratios at the lowest rate stand in:", ""]
+    for q in queries:
+        s = data["queries"][q]
+        lines.append(f"- {q.upper()}: capacity at the lowest rate, optimiser / pure-Spark "
+                     f"{_fmt(s['capacity_ratio_vs_spark'])}, optimiser / pure-DuckDB "
+                     f"{_fmt(s['capacity_ratio_vs_duckdb'])}.")
+
+    for q in queries:
+        mine = [p for p in points if p.query == q]
+        names = _plan_names(mine)
+        lines += ["", f"## {q.upper()}", "", f"![{q}]({q}.png)", "",
+                  "| rate | " + " | ".join(names) + " | optimiser's choice |",
+                  "|---" * (len(names) + 2) + "|"]
+        for p in mine:
+            by_name = {_key(m): m for m in p.plans}
+            cells = [_cell(by_name[n]) if n in by_name else "" for n in names]
+            lines.append(f"| {p.rate:,.0f} | " + " | ".join(cells)
+                         + f" | {_spec(p.role(CHOICE).placement)} |")
+        _figure(mine, names, out_dir / f"{q}.png")
+
+    lines += ["", "## Feasibility ablation (Fig. 6.8)", "",
+              "Maximum sustainable rate of the optimiser's choice with and without the "
+              "feasibility check of Definition 6.1.", "", "![ablation](ablation.png)", ""]
+    _ablation(points, queries, out_dir / "ablation.png")
+    lines += ["## Predicted against measured capacity", "",
+              "The cost model's capacity of a plan is the rate over C_u (Eq. 6.6): the "
+              "calibrated profile runs a micro-batch's operators one after another. Upper "
+              "bounds and carried figures are left out.", "", "![prediction](prediction.png)",
+              "", "| query | rate | plan | predicted | measured | measured / predicted |",
+              "|---|---|---|---|---|---|"]
+    for p in points:
+        for m in p.plans:
+            if m.capacity and m.carried_from is None and not m.bound:
+                lines.append(f"| {p.query.upper()} | {p.rate:,.0f} | {_role_name(m)} | "
+                             f"{m.predicted:,.0f} | {m.capacity:,.0f} | "
+                             f"{m.capacity / m.predicted:.2f} |")
+    _prediction(points, out_dir / "prediction.png")
+    report = out_dir / "report.md"
+    report.write_text("\n".join(lines) + "\n")
+    return report
+
+
+def _fmt(x: float | None) -> str:
+    return "" if x is None else f"{x:.1f}x"
+
+
+def _spec(placement: dict[str, str]) -> str:
+    duck = [op for op, e in placement.items() if e == "duckdb"]
+    if not duck:
+        return "all in Spark"
+    if len(duck) == len(placement):
+        return "all in DuckDB"
+    return "DuckDB: " + ", ".join(duck)
+
+
+def _key(m: Measured) -> str:
+    roles = [r for r in ROLES if r in m.roles]
+    return roles[0] if roles else m.roles[0]
+
+
+def _plan_names(points: list[Point]) -> list[str]:
+    names = list(ROLES)
+    for p in points:
+        for m in p.plans:
+            if _key(m) not in names:
+                names.append(_key(m))
+    # A role always shares a placement with a role before it at some point: keep the columns
+    # that hold a figure.
+    return [n for n in names if any(_key(m) == n for p in points for m in p.plans)]
+
+
+def _figure(points: list[Point], names: list[str], path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    rates = [p.rate for p in points]
+    for name in names:
+        xs, ys = [], []
+        for p in points:
+            m = next((m for m in p.plans if name in m.roles or _key(m) == name), None)
+            if m and m.capacity and m.carried_from is None:
+                xs.append(p.rate)
+                ys.append(m.capacity)
+        color, marker = STYLE.get(name, ("tab:gray", "."))
+        ax.plot(xs, ys, marker=marker, color=color, label=name,
+                linewidth=2 if name == CHOICE else 1, alpha=1 if name in STYLE else 0.5)
+    ax.plot(rates, rates, "k--", linewidth=0.8, label="capacity = rate")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arrival rate (tuples/s)")
+    ax.set_ylabel("capacity (tuples/s)")
+    ax.set_title(f"{points[0].query.upper()}: capacity against rate (1-s micro-batches)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _ablation(points: list[Point], queries: list[str], path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(7, 4))
+    width = 0.38
+    for i, role in enumerate((CHOICE, NO_FEASIBILITY)):
+        values = [max_rate([p for p in points if p.query == q], role) for q in queries]
+        ax.bar([k + (i - 0.5) * width for k in range(len(queries))], values, width,
+               label="with feasibility check" if role == CHOICE else "without",
+               color=STYLE[role][0])
+    ax.set_xticks(range(len(queries)), [q.upper() for q in queries])
+    ax.set_ylabel("max sustainable rate (tuples/s)")
+    ax.set_title("Feasibility ablation (Fig. 6.8)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _prediction(points: list[Point], path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    pairs = [(m.predicted, m.capacity) for p in points for m in p.plans
+             if m.capacity and m.carried_from is None and not m.bound]
+    if pairs:
+        xs, ys = zip(*pairs, strict=True)
+        ax.scatter(xs, ys, s=14)
+        low, high = min(xs + ys), max(xs + ys)
+        ax.plot([low, high], [low, high], "k--", linewidth=0.8)
+        ax.plot([low, high], [low * 1.5, high * 1.5], "k:", linewidth=0.6)
+        ax.plot([low, high], [low / 1.5, high / 1.5], "k:", linewidth=0.6)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    ax.set_xlabel("predicted capacity (tuples/s)")
+    ax.set_ylabel("measured capacity (tuples/s)")
+    ax.set_title("Cost model: predicted against measured")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

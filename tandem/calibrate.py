@@ -1,0 +1,390 @@
+"""`tandem calibrate`: measure the unit costs of Ji's cost model (Sec. 6.3.2) on this machine and
+write them as a profile (``optimizer/profile.py``'s format).
+
+Four groups of micro-benchmarks, each on the real engines:
+
+* **the gateway** (one streaming query per rate): per micro-batch, timed Spark jobs over the
+  generator's rows (read; select; project; select and move to DuckDB), and the time Spark spends
+  outside them, its fixed cost per micro-batch;
+* **DuckDB fragments**: the SQL of small DB-ops over windows of growing cardinality;
+* **DuckDB -> Spark**: ``createDataFrame`` from Arrow tables of growing size;
+* **Spark's stateful operators**: small queries deployed entirely in Spark, their capacity
+  measured as ``tandem bench`` does, at two window sizes.
+
+Every unit-cost function is linear in its coefficients (Eq. 6.4 with the model's c), so a
+coefficient's share of a measurement is what the cost model predicts with that coefficient
+alone set to one. Each function is fitted by non-negative least squares on relative error, on
+what the functions fitted before it leave over, and the profile keeps the fit's error.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+
+from columnar.fragment_sql import fragments
+from columnar.store import ColumnarStore
+from optimizer import load_catalog, load_profile, optimize
+from optimizer.profile import DEFAULT_PROFILE, Profile
+from rowstream.mig import EPOCH, _utc_instants
+from tandem import settings
+from tandem.explain import Explanation
+from tandem.measure import capacity
+from tandem.workload import DEBS_START, SmartPlugs
+
+Key = tuple[str, str, str]  # (engine, function, coefficient)
+KEYS = ("house_id, household_id, plug_id, window_end")
+
+
+def _aggregate(func: str, size: int, where: str = "", alias: str = "v") -> str:
+    return (f"SELECT house_id, household_id, plug_id, window_end, {func}(value) AS {alias} "
+            f"FROM HOP(plugs, ts, INTERVAL '1' SECOND, INTERVAL '{size}' SECOND) {where} "
+            f"GROUP BY {KEYS}")
+
+
+def _project(size: int) -> str:
+    return (f"WITH p AS (SELECT house_id, household_id, plug_id, window_end, value * 0.9 + 1 AS v "
+            f"FROM HOP(plugs, ts, INTERVAL '1' SECOND, INTERVAL '{size}' SECOND)) "
+            f"SELECT {KEYS}, AVG(v) AS v FROM p GROUP BY {KEYS}")
+
+
+def _join_aggregates(size: int) -> str:
+    """Q3's shape: two windowed aggregates joined at equal window_end."""
+    return (f"WITH a AS ({_aggregate('AVG', size)}), "
+            f"b AS ({_aggregate('AVG', size // 2, alias='w')}) "
+            f"SELECT a.house_id, a.household_id, a.plug_id, a.window_end, a.v - b.w AS d "
+            f"FROM a JOIN b USING ({KEYS})")
+
+
+def _join_rows(size: int) -> str:
+    """Q1's shape: a window's rows joined with an aggregate of the same window."""
+    return (f"WITH l AS (SELECT * FROM HOP(plugs, ts, INTERVAL '1' SECOND, INTERVAL '{size}' "
+            f"SECOND) WHERE property = 1), p AS (SELECT {KEYS}, MAX(value) AS m FROM l "
+            f"GROUP BY {KEYS}) SELECT l.house_id, l.household_id, l.plug_id, l.window_end, "
+            f"COUNT(*) AS n FROM l JOIN p ON l.house_id = p.house_id AND l.household_id = "
+            f"p.household_id AND l.plug_id = p.plug_id AND l.window_end = p.window_end "
+            f"WHERE l.value > 0.9 * p.m GROUP BY l.house_id, l.household_id, l.plug_id, "
+            f"l.window_end")
+
+
+@dataclass
+class Fitted:
+    coefficients: dict[Key, float]
+    error: float  # fit_error over its measurements
+    measurements: int
+    points: list[tuple[float, float]] = field(default_factory=list)  # (measured, fitted)
+
+
+@dataclass
+class Calibration:
+    profile: Profile
+    fits: dict[tuple[str, str], Fitted] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+class _Model:
+    """The cost model's predictions for micro-queries, with any coefficients."""
+
+    def __init__(self):
+        self.catalog = load_catalog(Path(settings.catalog_path(Path("queries/q1.sql"))))
+        base = load_profile(DEFAULT_PROFILE)
+        self.keys = [(e, f, n) for e, fs in base.functions.items() for f, cs in fs.items()
+                     for n in cs if f != "memory"]
+        self.memory = {e: base.functions[e]["memory"] for e in base.functions}
+        # What is not measured keeps the shipped default.
+        self.values: dict[Key, float] = {k: base.coef(*k) for k in self.keys}
+
+    def profile(self, values: dict[Key, float], name: str = "calibration") -> Profile:
+        functions: dict = {e: {"memory": dict(m)} for e, m in self.memory.items()}
+        for (e, f, n) in self.keys:
+            functions[e].setdefault(f, {})[n] = values.get((e, f, n), 0.0)
+        return Profile(name, 1.0, functions, name, time_shared=True)
+
+    def optimization(self, sql: str, rate: float, placement: str, values: dict[Key, float]):
+        return optimize(sql, self.catalog, self.profile(values), rate, placement=placement)
+
+    def utilization(self, sql: str, rate: float, placement: str, values: dict[Key, float]) -> float:
+        return self.optimization(sql, rate, placement, values).plan.cost.utilization
+
+    def db_evaluation(self, sql: str, rate: float, values: dict[Key, float]) -> float:
+        """Seconds of one evaluation of the pure-DuckDB plan's DB-op (Ji: the SQL's cost)."""
+        o = self.optimization(sql, rate, "duckdb", values)
+        return values.get(("duckdb", "query", "per_call"), 0.0) + sum(
+            o.model.db_work(n) for n in o.logical.operators)
+
+    def fit(self, function: tuple[str, str], names: list[str], rows: list[tuple[float, Callable]]
+            ) -> Fitted:
+        """Fit ``function``'s coefficients ``names`` to ``rows`` of (measured, predict), where
+        predict(values) is the model's prediction with those coefficients."""
+        keys = [(*function, n) for n in names]
+        rest = {k: v for k, v in self.values.items() if k not in keys}
+        y = np.array([m for m, _ in rows])
+        offset = np.array([predict(rest) for _, predict in rows])
+        x = np.array([[predict({**rest, k: 1.0}) - o for k in keys]
+                      for (_, predict), o in zip(rows, offset, strict=True)])
+        beta = _nnls(x / y[:, None], (y - offset) / y)
+        values = dict(zip(keys, beta, strict=True))
+        self.values.update(values)
+        fitted = offset + x @ beta
+        return Fitted(values, fit_error(fitted, y), len(rows), list(zip(y, fitted, strict=True)))
+
+
+def fit_error(predicted: np.ndarray, measured: np.ndarray) -> float:
+    """RMS of the residuals relative to the mean measurement."""
+    return float(np.sqrt(np.mean((predicted - measured) ** 2)) / np.mean(measured))
+
+
+def _nnls(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Least squares with non-negative coefficients: drop the most negative and refit."""
+    active = list(range(a.shape[1]))
+    beta = np.zeros(a.shape[1])
+    while active:
+        sol, *_ = np.linalg.lstsq(a[:, active], b, rcond=None)
+        if (sol >= 0).all():
+            beta[active] = sol
+            break
+        active.pop(int(np.argmin(sol)))
+    return beta
+
+
+# -- the gateway ----------------------------------------------------------------------------
+
+def _gateway(spark, rate: float, seconds: int) -> list[dict]:
+    """One streaming query over the generator at ``rate``: per micro-batch, the seconds of
+    each timed job and of Spark's work outside them."""
+    from pyspark.sql import functions as F
+
+    from rowstream.sources import generator_stream
+
+    rows: list[dict] = []
+    store_dir = tempfile.mkdtemp(prefix="tandem-calibrate-")
+    store = ColumnarStore(Path(store_dir) / "c.duckdb")
+    store.create("calibrate", fresh=True)
+    state = {"left": None}
+
+    def timed(job) -> float:
+        t = time.perf_counter()
+        job()
+        return time.perf_counter() - t
+
+    def each(batch, batch_id: int) -> None:
+        entered = time.perf_counter()
+        data = batch.where(~F.col("heartbeat"))
+        loads = data.where("property = 1")
+        row = {"outside": entered - state["left"] if state["left"] else None}
+        row["read"] = timed(lambda: row.update(tuples=data.count()))
+        row["select"] = timed(lambda: loads.count())
+        row["project"] = timed(lambda: data.selectExpr(
+            "house_id * 1000000 + household_id * 1000 + plug_id AS k", "value * 0.9 AS v")
+            .where("v = v").count())
+        moved = {}
+        row["transfer"] = timed(lambda: moved.update(n=store.append(
+            "calibrate", "rows", loads.drop("heartbeat", "reason", "origin").toArrow(), batch_id)))
+        row["moved"] = moved["n"]
+        if row["tuples"]:
+            rows.append(row)
+        state["left"] = time.perf_counter()
+
+    checkpoint = Path(store_dir) / "checkpoint"
+    query = (generator_stream(spark, rate=rate, duration=seconds, span=1.0, slide=1.0)
+             .writeStream.foreachBatch(each).option("checkpointLocation", str(checkpoint)).start())
+    try:
+        while query.isActive and len(rows) < seconds:
+            if query.exception():
+                raise query.exception()
+            time.sleep(0.05)
+    finally:
+        query.stop()
+        store.close()
+    return rows[1:]  # the first batch compiles the jobs
+
+
+def calibrate(out: str | Path = settings.CALIBRATED_PROFILE, *,
+              on_step: Callable[[str], None] | None = None) -> Calibration:
+    from rowstream.session import spark_session
+
+    started = time.perf_counter()
+    say = on_step or (lambda _: None)
+    model = _Model()
+    fits: dict[tuple[str, str], Fitted] = {}
+    spark = spark_session()
+
+    say("gateway: read, select, project and move rows to DuckDB at 4 rates")
+    batches = [b for rate in (5_000, 20_000, 50_000, 100_000) for b in _gateway(spark, rate, 6)]
+    n = np.array([b["tuples"] for b in batches], dtype=float)
+    moved = np.array([b["moved"] for b in batches], dtype=float)
+    outside = statistics.median(b["outside"] for b in batches if b["outside"] is not None)
+
+    read = np.array([b["read"] for b in batches])
+    source = fits["spark", "source"] = _line(model, ("spark", "source"), n, read,
+                                             fixed=outside)
+    for function in ("select", "project"):
+        fits["spark", function] = _line(model, ("spark", function), n,
+                                        np.array([b[function] for b in batches]),
+                                        per_call=False, less=source)
+    transfer = np.array([b["transfer"] - b["select"] for b in batches])
+    fits["duckdb", "transfer_in"] = _line(model, ("duckdb", "transfer_in"), moved, transfer)
+    # The result sink is the same move (toArrow, then an insert).
+    fits["spark", "sink"] = _line(model, ("spark", "sink"), moved, transfer)
+
+    say("DuckDB: fragment SQL over windows of growing cardinality")
+    fits.update(_duckdb(model))
+
+    say("DuckDB -> Spark: createDataFrame from Arrow")
+    sizes, seconds = [], []
+    for size in (1_000, 10_000, 50_000, 200_000):
+        table = _utc_instants(SmartPlugs(rate=size).between(0, 1))
+        spark.createDataFrame(table).count()  # warm
+        took = min(_time(lambda t=table: spark.createDataFrame(t).count()) for _ in range(3))
+        sizes.append(size)
+        seconds.append(took)
+    fits["duckdb", "transfer_out"] = _line(model, ("duckdb", "transfer_out"),
+                                           np.array(sizes, float), np.array(seconds))
+
+    for function, names, sql in (
+            ("aggregate", ["per_tuple", "per_window_instance", "per_call"], "AVG"),
+            ("holistic", ["per_tuple", "per_window_tuple", "per_call"], "MAX")):
+        say(f"Spark: windowed {sql} at two window sizes")
+        rows = [_spark_row(model, _aggregate(sql, size, "WHERE property = 1"), rate, size)
+                for size, rate in ((10, 4000), (60, 4000), (10, 12000))]
+        fits["spark", function] = model.fit(("spark", function), names, rows)
+    say("Spark: window joins (of two aggregates; of a window's rows with its aggregate)")
+    rows = [_spark_row(model, _join_aggregates(20), 4000, 20),
+            _spark_row(model, _join_aggregates(20), 12000, 20),
+            _spark_row(model, _join_rows(10), 2000, 10)]
+    fits["spark", "join"] = model.fit(("spark", "join"), ["per_tuple", "per_match", "per_call"],
+                                      rows)
+    say(f"writing {out}")
+    profile = model.profile(model.values, f"calibrated on {platform.node()} "
+                            f"{time.strftime('%Y-%m-%d %H:%M')}")
+    write_profile(Path(out), profile, fits)
+    # Beside the profile, what each function was fitted to (seconds measured and fitted).
+    Path(out).with_suffix(".json").write_text(json.dumps({
+        f"{e}.{f}": {"coefficients": {k[2]: v for k, v in fit.coefficients.items()},
+                     "fit_error": fit.error, "measured_fitted": fit.points}
+        for (e, f), fit in fits.items()}, indent=1) + "\n")
+    return Calibration(load_profile(out), fits, time.perf_counter() - started)
+
+
+def _line(model: _Model, function: tuple[str, str], x: np.ndarray, y: np.ndarray, *,
+          per_call: bool = True, fixed: float = 0.0, less: Fitted | None = None) -> Fitted:
+    """``y = per_call + per_tuple * x`` by least squares (per_call plus ``fixed``, the work
+    outside the timed jobs). ``less``: a function fitted on the same jobs whose per-tuple cost
+    is already in ``y``."""
+    (slope, intercept), *_ = np.linalg.lstsq(np.c_[x, np.ones_like(x)], y, rcond=None)
+    fitted = slope * x + intercept
+    already = next(v for k, v in less.coefficients.items() if k[2] == "per_tuple") if less else 0.0
+    coefficients = {"per_tuple": max(slope - already, 0.0)}
+    if per_call:
+        coefficients["per_call"] = max(intercept, 0.0) + fixed
+    found = _set(model, *function, fit_error(fitted, y), len(y), **coefficients)
+    found.points = list(zip(y, fitted, strict=True))
+    return found
+
+
+def _set(model: _Model, engine: str, function: str, error: float, count: int,
+         **coefficients: float) -> Fitted:
+    values = {(engine, function, k): float(v) for k, v in coefficients.items()}
+    model.values.update(values)
+    return Fitted(values, error, count)
+
+
+def _time(job) -> float:
+    t = time.perf_counter()
+    job()
+    return time.perf_counter() - t
+
+
+def _duckdb(model: _Model) -> dict[tuple[str, str], Fitted]:
+    """Fragment SQL of pure-DuckDB micro-queries, one evaluation per window_end, over windows
+    of 60 s at growing rates (cardinality = rate x 60)."""
+    size, rates = 60, (5_000, 20_000, 50_000)
+    stages = [
+        ("aggregate", ["per_window_tuple"], lambda: _aggregate("AVG", size)),
+        ("holistic", ["per_window_tuple"], lambda: _aggregate("MAX", size)),
+        ("select", ["per_window_tuple"],
+         lambda: _aggregate("AVG", size, "WHERE property = 1")),
+        ("project", ["per_window_tuple"], lambda: _project(size)),
+        ("join", ["per_window_tuple", "per_match"], None),
+    ]
+    fits = {}
+    with tempfile.TemporaryDirectory(prefix="tandem-calibrate-") as tmp:
+        store = ColumnarStore(Path(tmp) / "d.duckdb")
+        windows = {r: SmartPlugs(rate=r).between(0, size) for r in rates}
+        end = EPOCH + timedelta(seconds=DEBS_START + size)
+
+        def evaluation(sql: str, rate: float) -> float:
+            fragment = fragments(model.optimization(sql, rate, "duckdb", {}).plan)[0]
+            store.create("calibrate", fresh=True)
+            rows = windows[rate]
+            for table in fragment.inputs:
+                store.append("calibrate", table.table, rows.select(list(table.columns)), 0)
+            store.evaluate("calibrate", fragment.sql, [end])  # warm
+            return min(_time(lambda: store.evaluate("calibrate", fragment.sql, [end]))
+                       for _ in range(3))
+
+        # The fixed cost of an evaluation first, from a window of a few rows.
+        tiny = SmartPlugs(rate=100).between(0, size)
+        windows[100] = tiny
+        sql = _aggregate("AVG", size)
+        per_call = evaluation(sql, 100)
+        fits["duckdb", "query"] = _set(model, "duckdb", "query", 0.0, 1, per_call=per_call)
+        for function, names, make in stages:
+            queries = [make()] if make else [_join_aggregates(size), _join_rows(size)]
+            rows = [(evaluation(q, r), lambda v, q=q, r=r: model.db_evaluation(q, r, v))
+                    for q in queries for r in rates]
+            fits["duckdb", function] = model.fit(("duckdb", function), names, rows)
+        store.close()
+    # Inserting result rows into the results table: per tuple, from the transfer's insert.
+    fits["duckdb", "sink"] = _set(model, "duckdb", "sink", 0.0, 0, per_tuple=_insert_cost())
+    return fits
+
+
+def _insert_cost() -> float:
+    table = SmartPlugs(rate=200_000).between(0, 1)
+    store = ColumnarStore(":memory:")
+    store.create("calibrate")
+    store.append("calibrate", "sink", table, 0)  # creates the table
+    took = min(_time(lambda: store.append("calibrate", "sink", table, 1)) for _ in range(3))
+    store.close()
+    return took / table.num_rows
+
+
+def _spark_row(model: _Model, sql: str, rate: float, size: int) -> tuple[float, Callable]:
+    """Measured C_u of ``sql`` deployed in Spark at ``rate`` (seconds of work per second of
+    arrivals: the rate over the capacity), and the model's prediction."""
+    o = model.optimization(sql, rate, "spark", model.values)
+    plan = Explanation(Path(f"calibrate_{abs(hash(sql)) % 10**6}.sql"), Path(), Path(), o, [])
+    found = capacity(plan, rate, warmup=size, measure=8)
+    return rate / found.tuples_per_second, lambda v: model.utilization(sql, rate, "spark", v)
+
+
+def write_profile(path: Path, profile: Profile, fits: dict) -> None:
+    lines = ["# Tandem calibration profile: unit costs of the cost model (Ji Sec. 6.3.2), in",
+             "# seconds, measured by `tandem calibrate`. fit_error: RMS of the fit's residuals over the",
+             "# mean of the function's measurements (0 where one measurement sets it).", "",
+             "[meta]", f'name = "{profile.name}"', "micro_batch_seconds = 1.0",
+             "# A micro-batch runs its operators one after another on this machine's cores, so a",
+             "# plan keeps up when the sum of its operators' costs does (C_u <= 1).",
+             "time_shared = true", ""]
+    for engine, functions in profile.functions.items():
+        for function, coefficients in functions.items():
+            lines.append(f"[{engine}.{function}]")
+            lines += [f"{k} = {v:.6g}" for k, v in coefficients.items()]
+            fitted = fits.get((engine, function))
+            if fitted is not None:
+                lines.append(f"fit_error = {fitted.error:.3f}")
+            elif function != "memory":
+                lines.append("# not measured: the shipped default")
+            lines.append("")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines))

@@ -1,0 +1,117 @@
+"""Capacity of a deployed plan, as DESIGN.md defines it: tuples processed / wall seconds, with
+the windows holding what they hold at the rate. `tandem calibrate` and `tandem bench` both
+measure this way.
+
+The windows are filled before the measured micro-batches in one of two ways. A plan whose Spark
+part keeps no state (selections and projections, then the MIG) has all its window state in
+DuckDB: the rows the MIG would have appended are loaded there directly, computed by DuckDB from
+the generator's rows with the Spark part's own expressions, and the stream resumes after them.
+Any other plan runs the warm-up through Spark in one-minute micro-batches; one that cannot keep
+up with the arrivals even so is stopped, its capacity bounded by what it reached.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from columnar.fragment_sql import input_table
+from columnar.store import ColumnarStore, Progress
+from optimizer.deployment import deploy
+from optimizer.logical import stateless_rows
+from rowstream.mig import EPOCH, STREAM
+from tandem.explain import Explanation
+from tandem.run import run
+from tandem.workload import DEBS_START, SmartPlugs
+
+SETTLE = 2  # measured micro-batches dropped first: the query's first jobs compile and warm up
+STARTUP = 30.0  # wall seconds a query may take to start before the warm-up must keep pace
+
+
+@dataclass(frozen=True)
+class Capacity:
+    tuples: int
+    seconds: float
+    batches: int  # measured micro-batches; 0: stopped in the warm-up (an upper bound)
+    preloaded: bool  # the warm-up went straight into DuckDB
+
+    @property
+    def tuples_per_second(self) -> float:
+        return self.tuples / self.seconds if self.seconds else 0.0
+
+    @property
+    def bound(self) -> bool:
+        return self.batches == 0
+
+
+def preloadable(plan: Explanation) -> bool:
+    """Does the plan's Spark part hold no state, so that its windows live in DuckDB alone?"""
+    return not any(n.instantiated for n in deploy(plan.optimization.plan).crossings)
+
+
+def preload(store: ColumnarStore, plan: Explanation, stream: pa.Table, seconds: float) -> None:
+    """Put into the store what the MIG holds after ``seconds`` of ``stream`` (which starts at
+    the generator's start): each crossing's rows, computed by DuckDB with the Spark part's
+    predicates and projections, and the progress of a run that evaluated every window_end."""
+    physical = plan.optimization.plan
+    name, logical = plan.query.stem, physical.logical
+    store.create(name, fresh=True)
+    con = duckdb.connect()
+    con.register("stream", stream)
+    for node in deploy(physical).crossings:
+        predicates, columns = stateless_rows(node)
+        select = ", ".join(f'{e.sql(dialect="duckdb")} AS "{c}"' for c, e in columns.items())
+        where = " AND ".join(f"({p.sql(dialect='duckdb')})" for p in predicates) or "TRUE"
+        rows = con.sql(f"SELECT {select} FROM stream WHERE {where}").to_arrow_table()
+        store.append(name, input_table(node, logical).table, rows, -1)
+    con.close()
+    slide = logical.root.slide
+    start = EPOCH + timedelta(seconds=DEBS_START)
+    end = start + timedelta(seconds=math.floor(seconds / slide) * slide)
+    store.commit(name, -1, None, Progress(start, end, {STREAM: end}))
+
+
+def capacity(plan: Explanation, rate: float, *, warmup: float, measure: float,
+             span: float = 1.0, stream: pa.Table | None = None) -> Capacity:
+    """Fill the windows with ``warmup`` seconds of event time, then run ``measure`` seconds in
+    micro-batches of ``span`` and count the measured ones after the first SETTLE. ``stream``:
+    the generator's first ``warmup`` seconds at ``rate``, if the caller has them already."""
+    marks: list[tuple[float, int, object]] = []  # (wall clock, tuples, event time) per batch
+    warm = EPOCH + timedelta(seconds=DEBS_START + warmup)  # where the warm-up ends
+    loaded = preloadable(plan)
+
+    def mark(report) -> None:
+        marks.append((time.perf_counter(), report.tuples, report.event_time))
+
+    def falling_behind() -> bool:
+        """The warm-up runs slower than the arrivals (its batches hold a minute each)."""
+        done = sum(1 for m in marks if m[2] and m[2] <= warm)
+        if done and marks[done - 1][2] >= warm:
+            return False
+        return time.perf_counter() - started > STARTUP + 60.0 * (done + 1)
+
+    with tempfile.TemporaryDirectory(prefix="tandem-measure-") as tmp:
+        store_path = Path(tmp) / "m.duckdb"
+        if loaded:
+            store = ColumnarStore(store_path)
+            rows = stream if stream is not None else SmartPlugs(rate=rate).between(0, warmup)
+            preload(store, plan, rows, warmup)
+            store.close()
+        started = time.perf_counter()
+        run(plan.query.stem, rate=rate, duration=warmup + measure, batch=span,
+            warmup=warmup, begin=warmup if loaded else 0.0, resume=loaded, store=store_path,
+            checkpoint=Path(tmp) / "checkpoint", explanation=plan, on_batch=mark,
+            stop_when=None if loaded else falling_behind)
+    after = [i for i, m in enumerate(marks) if m[2] and m[2] > warm and m[1]]
+    if len(after) <= SETTLE:  # stopped in the warm-up: what it reached bounds the capacity
+        return Capacity(sum(m[1] for m in marks), time.perf_counter() - started, 0, loaded)
+    first, last = after[SETTLE], after[-1]
+    tuples = sum(m[1] for m in marks[first:last + 1])
+    return Capacity(tuples, marks[last][0] - marks[first - 1][0], last - first + 1, loaded)
