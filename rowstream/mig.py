@@ -1,8 +1,10 @@
 """The MIG operator (Ji Sec. 6.2, Fig. 6.2): the bridge between Spark micro-batches and DuckDB.
 
-It runs inside the Spark query as ``foreachBatch``, over one streaming DataFrame that holds,
-tagged by relation id, every relation leaving Spark's streaming operators (a *crossing*,
-``optimizer/deployment.py``) and the event times of the stream. For every micro-batch it
+It runs inside the Spark query as ``foreachBatch``, over one streaming DataFrame that holds
+every relation leaving Spark's streaming operators (a *crossing*, ``optimizer/deployment.py``)
+and the event times of the stream: the source's rows, scanned once, carry each stateless
+crossing as a column, and the rows of Spark's stateful operators are unioned to them, tagged by
+relation id. For every micro-batch it
 
 1. moves the rows of each crossing to its DuckDB table as Arrow (``toArrow``; DuckDB scans the
    Arrow buffers), and records how far each crossing is complete: the stream up to its latest

@@ -33,4 +33,11 @@ def spark_session(app: str = "tandem") -> SparkSession:
                .config("spark.ui.showConsoleProgress", "false"))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    # Janino cannot compile the code generated for a window's many-way Expand (5-minute windows
+    # sliding by a second) and Spark falls back to interpreting it, with the same results: the
+    # pages of ERROR it logs for that say nothing a user can act on.
+    jvm = spark.sparkContext._jvm
+    jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+        "org.apache.spark.sql.catalyst.expressions.codegen.CodeGenerator",
+        jvm.org.apache.logging.log4j.Level.OFF)
     return spark

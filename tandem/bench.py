@@ -28,9 +28,10 @@ QUERIES = ("q1", "q2", "q3", "q4", "q5", "q6")
 RATES = (1_000, 2_000, 5_000, 10_000, 20_000, 40_000)
 QUICK = {"queries": ("q1", "q5"), "rates": (2_000, 20_000), "others": 0, "measure": 8.0}
 MAX_RATE = 2_560_000  # the sweep stops here even if a plan keeps up
-SPARK, DUCKDB, CHOICE, NO_FEASIBILITY = ("pure-Spark", "pure-DuckDB", "optimiser",
-                                         "optimiser without feasibility")
-ROLES = (SPARK, DUCKDB, CHOICE, NO_FEASIBILITY)
+SPARK, DUCKDB, CHOICE, NO_FEASIBILITY, PIPELINED = (
+    "pure-Spark", "pure-DuckDB", "optimiser", "optimiser without feasibility",
+    "optimiser with Ji's C_b check")
+ROLES = (SPARK, DUCKDB, CHOICE, NO_FEASIBILITY, PIPELINED)
 NEAR_BEST = 0.9  # the choice is accurate within 10 % of the best measured capacity
 
 
@@ -74,7 +75,8 @@ def plans_at(query: str, rate: float, others: int, profile: str | None = None
     chosen = {SPARK: explain(query, rate=rate, profile=profile, placement="spark"),
               DUCKDB: explain(query, rate=rate, profile=profile, placement="duckdb"),
               CHOICE: explain(query, rate=rate, profile=profile),
-              NO_FEASIBILITY: explain(query, rate=rate, profile=profile, feasibility=False)}
+              NO_FEASIBILITY: explain(query, rate=rate, profile=profile, feasibility=False),
+              PIPELINED: explain(query, rate=rate, profile=profile, pipelined=True)}
     ops = list(chosen[CHOICE].optimization.plan.placement)
     space = [dict(zip(ops, e, strict=True)) for e in itertools.product((("spark", "duckdb")),
                                                                         repeat=len(ops))]

@@ -3,7 +3,7 @@ and the plugin all build on ``explain``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from columnar.fragment_sql import Fragment, fragments
@@ -78,12 +78,17 @@ class Explanation:
 def explain(query: str, *, rate: float | None = None, catalog: str | None = None,
             profile: str | None = None, memory_budget: str | None = None,
             placement: str = "auto", exhaustive: bool = False, feasibility: bool = True,
-            decompose: bool = True) -> Explanation:
+            decompose: bool = True, pipelined: bool = False) -> Explanation:
+    """``pipelined``: judge feasibility by the busiest operator (C_b, Ji's assumption) even if
+    the profile says the operators share the machine's cores."""
     query_file = settings.query_path(query)
     catalog_file = settings.catalog_path(query_file, catalog)
     profile_file = settings.profile_path(profile)
     budget = parse_bytes(memory_budget) if memory_budget else None
-    result = optimize(query_file.read_text(), load_catalog(catalog_file), load_profile(profile_file),
+    unit_costs = load_profile(profile_file)
+    if pipelined:
+        unit_costs = replace(unit_costs, time_shared=False)
+    result = optimize(query_file.read_text(), load_catalog(catalog_file), unit_costs,
                       rate, placement=placement, feasibility=feasibility, memory_budget=budget,
                       exhaustive_check=exhaustive,
                       **({} if decompose else {"decompose_above": None}))

@@ -170,6 +170,15 @@ def test_memory_budget_makes_plans_over_it_infeasible():
     assert objective.rank(small) < objective.rank(large)
 
 
+def test_time_shared_operators_keep_up_only_when_their_sum_does():
+    # Each operator alone keeps up (C_b <= 1); one after another they do not (C_u > 1).
+    cost = PlanCost(0.6, 1.4, 0)
+    assert Objective().feasible(cost)
+    assert not Objective(time_shared=True).feasible(cost)
+    assert Objective(time_shared=True).rank(PlanCost(0.9, 0.95, 0)) < Objective(
+        time_shared=True).rank(cost)
+
+
 costs = st.builds(PlanCost, st.floats(0, 3), st.floats(0, 10), st.just(0.0))
 
 

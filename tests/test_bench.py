@@ -1,0 +1,75 @@
+"""The benchmark's figures from measured points: maximum sustainable rate, optimiser accuracy,
+prediction quality, and the plans it measures at a point."""
+
+from __future__ import annotations
+
+from tandem.bench import (
+    CHOICE,
+    DUCKDB,
+    NO_FEASIBILITY,
+    PIPELINED,
+    SPARK,
+    Measured,
+    Point,
+    accuracy,
+    max_rate,
+    plans_at,
+    prediction_share,
+    summary,
+)
+
+SPARK_ONLY = {"a": "spark"}
+DUCK_ONLY = {"a": "duckdb"}
+
+
+def point(rate, spark, duck, chosen=DUCK_ONLY, predicted=None):
+    """pure-Spark and pure-DuckDB measured; the optimiser chose ``chosen``."""
+    plans = []
+    for placement, capacity in ((SPARK_ONLY, spark), (DUCK_ONLY, duck)):
+        roles = [SPARK if placement == SPARK_ONLY else DUCKDB]
+        if placement == chosen:
+            roles += [CHOICE, NO_FEASIBILITY, PIPELINED]
+        plans.append(Measured(placement, roles, rate, predicted or capacity, capacity))
+    return Point("q1", rate, plans)
+
+
+def test_max_rate_is_the_largest_rate_a_plan_kept_up_with():
+    points = [point(1000, 1500, 9000), point(2000, 1900, 9000), point(5000, None, 6000),
+              point(10_000, None, 8000)]
+    assert max_rate(points, SPARK) == 1000
+    assert max_rate(points, DUCKDB) == 5000
+    assert max_rate(points, CHOICE) == 5000
+
+
+def test_accuracy_counts_choices_within_ten_percent_of_the_best():
+    points = [point(1000, 1000, 950, chosen=DUCK_ONLY),   # 95 % of the best: accurate
+              point(2000, 2000, 1700, chosen=DUCK_ONLY),  # 85 %: not
+              point(5000, 500, 6000, chosen=SPARK_ONLY),  # the worse plan: not
+              point(10_000, 10, 7000, chosen=DUCK_ONLY)]
+    assert accuracy(points) == 0.5
+
+
+def test_prediction_share_leaves_out_bounds_and_carried_figures():
+    p = point(1000, 1000, 3000, predicted=1400)  # within 1.5x: 1000 yes, 3000 no
+    bound = Measured(SPARK_ONLY, ["other"], 1000, 10, 100, bound=True)
+    carried = Measured(SPARK_ONLY, ["other"], 2000, 10, 100, carried_from=1000)
+    p.plans += [bound, carried]
+    assert prediction_share([p]) == (1, 2)
+
+
+def test_summary_gives_ratios_of_max_rates():
+    points = [point(1000, 1500, 9000), point(2000, 1000, 9000), point(5000, None, 6000)]
+    figures = summary(points)["queries"]["q1"]
+    assert figures["max_rate"][CHOICE] == 5000 and figures["ratio_vs_spark"] == 5.0
+    assert figures["ratio_vs_duckdb"] == 1.0
+
+
+def test_plans_at_a_point_are_distinct_and_hold_every_role():
+    plans = plans_at("q1", 2000, others=2)
+    specs = [tuple(sorted(p.items())) for p, _, _ in plans]
+    assert len(specs) == len(set(specs))
+    roles = [r for _, rs, _ in plans for r in rs]
+    for role in (SPARK, DUCKDB, CHOICE, NO_FEASIBILITY, PIPELINED):
+        assert roles.count(role) == 1
+    assert sum(1 for _, rs, _ in plans if rs[0].startswith("other")) == 2
+    assert {"spark"} == set(next(p for p, rs, _ in plans if SPARK in rs).values())

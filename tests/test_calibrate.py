@@ -1,0 +1,82 @@
+"""Calibration's fitting inverts the cost model: measurements made by a known profile give back
+that profile's coefficients; its profile file loads as the optimiser reads profiles."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from optimizer.profile import load_profile
+from tandem.calibrate import (
+    Fitted,
+    _aggregate,
+    _join_rows,
+    _Model,
+    _nnls,
+    fit_error,
+    write_profile,
+)
+
+
+def test_nnls_keeps_coefficients_non_negative():
+    a = np.array([[1.0, 1.0], [1.0, 2.0], [1.0, 3.0]])
+    b = np.array([3.0, 2.0, 1.0])  # unconstrained: intercept 4, slope -1
+    beta = _nnls(a, b)
+    assert beta[1] == 0.0 and beta[0] == pytest.approx(2.0)
+
+
+def test_fit_recovers_the_coefficients_that_made_the_measurements():
+    model = _Model()
+    truth = dict(model.values)
+    truth[("spark", "holistic", "per_tuple")] = 3e-6
+    truth[("spark", "holistic", "per_window_tuple")] = 4e-8
+    truth[("spark", "holistic", "per_call")] = 0.05
+    queries = [(_aggregate("MAX", size, "WHERE property = 1"), rate)
+               for size, rate in ((10, 4000), (60, 4000), (10, 12000))]
+    rows = [(model.utilization(sql, rate, "spark", truth),
+             lambda v, sql=sql, rate=rate: model.utilization(sql, rate, "spark", v))
+            for sql, rate in queries]
+    for name in ("per_tuple", "per_window_tuple", "per_call"):
+        model.values[("spark", "holistic", name)] = 0.0
+    fitted = model.fit(("spark", "holistic"), ["per_tuple", "per_window_tuple", "per_call"], rows)
+    for key, value in fitted.coefficients.items():
+        assert value == pytest.approx(truth[key], rel=1e-6)
+    assert fitted.error == pytest.approx(0.0, abs=1e-9)
+
+
+@pytest.mark.parametrize("engine", ["spark", "duckdb"])
+def test_predictions_are_linear_in_the_coefficients(engine):
+    """What the fit relies on: a prediction with coefficients a + b is the sum of the
+    predictions with a and with b (Eq. 6.4-6.6 with the model's unit costs)."""
+    model = _Model()
+    rng = np.random.default_rng(7)
+    a = {k: float(rng.uniform(0, 1e-6)) for k in model.keys}
+    b = {k: float(rng.uniform(0, 1e-6)) for k in model.keys}
+    both = {k: a[k] + b[k] for k in model.keys}
+    sql = _join_rows(60)
+    if engine == "spark":
+        predict = lambda v: model.utilization(sql, 5000, "spark", v)  # noqa: E731
+    else:
+        predict = lambda v: model.db_evaluation(sql, 5000, v)  # noqa: E731
+    assert predict(both) == pytest.approx(predict(a) + predict(b), rel=1e-9)
+    assert predict(a) > 0
+
+
+def test_fit_error_is_relative_to_the_mean_measurement():
+    assert fit_error(np.array([1.0, 3.0]), np.array([2.0, 2.0])) == pytest.approx(0.5)
+
+
+def test_written_profile_loads_with_its_coefficients(tmp_path):
+    model = _Model()
+    model.values[("spark", "source", "per_call")] = 0.3
+    profile = model.profile(model.values, "calibrated here")
+    fits = {("spark", "source"): Fitted({("spark", "source", "per_call"): 0.3}, 0.12, 5)}
+    write_profile(tmp_path / "p.toml", profile, fits)
+    text = (tmp_path / "p.toml").read_text()
+    loaded = load_profile(tmp_path / "p.toml")
+    assert loaded.time_shared and loaded.coef("spark", "source", "per_call") == 0.3
+    assert "fit_error = 0.120" in text
+    for engine, functions in profile.functions.items():
+        for function, coefficients in functions.items():
+            for name, value in coefficients.items():
+                assert loaded.coef(engine, function, name) == pytest.approx(value, rel=1e-5)

@@ -1,0 +1,48 @@
+"""Windows that a benchmark loads into DuckDB directly hold what the MIG would have put there:
+a run that resumes after them gives exactly the reference's rows."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import polars as pl
+import pytest
+
+from columnar.store import ColumnarStore
+from rowstream.mig import EPOCH
+from tandem.explain import explain
+from tandem.measure import preload, preloadable
+from tandem.run import run
+from tandem.workload import DEBS_START, SmartPlugs
+from tests.test_reference import assert_same_rows
+from tests.test_run import RATE, TOPOLOGY, results, truth  # noqa: F401 (a fixture)
+
+pytestmark = pytest.mark.integration
+
+WARM, DURATION = 300, 400
+HYBRID_Q1 = ("select_1=spark,select_2=spark,aggregate_1=duckdb,join_1=duckdb,select_3=duckdb,"
+             "aggregate_2=duckdb")
+
+
+def test_a_plan_with_spark_state_cannot_be_preloaded():
+    assert not preloadable(explain("q1", rate=RATE, placement="spark"))
+    assert preloadable(explain("q1", rate=RATE, placement=HYBRID_Q1))
+
+
+@pytest.mark.parametrize("name, placement", [("q1", HYBRID_Q1), ("q3", "duckdb"),
+                                             ("q5", "select_1=spark,aggregate_1=duckdb,"
+                                                    "aggregate_2=duckdb")])
+def test_preloaded_windows_give_the_reference_rows(tmp_path, truth, name, placement):  # noqa: F811
+    plan = explain(name, rate=RATE, placement=placement)
+    store = ColumnarStore(tmp_path / "t.duckdb")
+    preload(store, plan, SmartPlugs(rate=RATE, **TOPOLOGY).between(0, WARM), WARM)
+    store.close()
+    run(name, rate=RATE, duration=DURATION, batch=50, topology=TOPOLOGY, warmup=WARM,
+        begin=WARM, resume=True, store=tmp_path / "t.duckdb", checkpoint=tmp_path / "cp",
+        explanation=plan)
+    root = plan.optimization.logical.root
+    after = EPOCH + timedelta(seconds=DEBS_START + WARM)
+    want = truth.result(root).filter(pl.col("window_end") > after)
+    got = results(tmp_path / "t.duckdb", name).select(root.columns)
+    assert want.height > 0
+    assert_same_rows(got, want)
