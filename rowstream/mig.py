@@ -229,7 +229,7 @@ class Mig:
             return value
         self.transfers.to_spark_tuples += value.num_rows
         self.transfers.to_spark_bytes += value.nbytes
-        frame = self.spark.createDataFrame(_utc_instants(value))
+        frame = self.spark.createDataFrame(utc_instants(value))
         if rid not in self.crossings:
             outputs[rid] = frame
         return frame
@@ -265,7 +265,7 @@ def naive(table: pa.Table) -> pa.Table:
     return _retype(table, pa.timestamp("us"))
 
 
-def _utc_instants(table: pa.Table) -> pa.Table:
+def utc_instants(table: pa.Table) -> pa.Table:
     """DuckDB's UTC wall times as the instants Spark's timestamps are."""
     return _retype(table, pa.timestamp("us", tz="UTC"))
 

@@ -193,6 +193,13 @@ def summary(points: list[Point]) -> dict:
     return out
 
 
+def points_from(data: dict) -> list[Point]:
+    """The points of a bench.json (``summary``), to write its report again."""
+    fields = set(Measured.__dataclass_fields__)
+    return [Point(p["query"], p["rate"], [Measured(**{k: v for k, v in m.items() if k in fields})
+                                          for m in p["plans"]]) for p in data["points"]]
+
+
 def _capacities(points: list[Point], role: str) -> tuple[float, float]:
     """The optimiser's and the role's capacity at the lowest rate both were measured at."""
     for p in points:

@@ -35,14 +35,14 @@ from columnar.fragment_sql import fragments
 from columnar.store import ColumnarStore
 from optimizer import load_catalog, load_profile, optimize
 from optimizer.profile import DEFAULT_PROFILE, Profile
-from rowstream.mig import EPOCH, _utc_instants
+from rowstream.mig import EPOCH, utc_instants
 from tandem import settings
 from tandem.explain import Explanation
 from tandem.measure import capacity
 from tandem.workload import DEBS_START, SmartPlugs
 
 Key = tuple[str, str, str]  # (engine, function, coefficient)
-KEYS = ("house_id, household_id, plug_id, window_end")
+KEYS = "house_id, household_id, plug_id, window_end"
 
 
 def _aggregate(func: str, size: int, where: str = "", alias: str = "v") -> str:
@@ -166,49 +166,43 @@ def _gateway(spark, rate: float, seconds: int) -> list[dict]:
     from rowstream.sources import generator_stream
 
     rows: list[dict] = []
-    store_dir = tempfile.mkdtemp(prefix="tandem-calibrate-")
-    store = ColumnarStore(Path(store_dir) / "c.duckdb")
-    store.create("calibrate", fresh=True)
-    state = {"left": None}
-
-    def timed(job) -> float:
-        t = time.perf_counter()
-        job()
-        return time.perf_counter() - t
+    left: list[float] = []  # when the last micro-batch's jobs ended
 
     def each(batch, batch_id: int) -> None:
         entered = time.perf_counter()
         data = batch.where(~F.col("heartbeat"))
         loads = data.where("property = 1")
-        row = {"outside": entered - state["left"] if state["left"] else None}
+        row = {"outside": entered - left[-1] if left else None, "tuples": data.count()}
         # Each job is one stage that ends in toArrow, as the MIG's is; all but the last keep
         # no row, so they differ from it only in what they move.
         none = "plug_id < 0"
-        row["tuples"] = batch.where(~F.col("heartbeat")).count()
-        row["read"] = timed(lambda: data.where(none).toArrow())
-        row["select"] = timed(lambda: data.where(f"{none} AND value > -1").toArrow())
-        row["project"] = timed(lambda: data.selectExpr(
+        row["read"] = _time(lambda: data.where(none).toArrow())
+        row["select"] = _time(lambda: data.where(f"{none} AND value > -1").toArrow())
+        row["project"] = _time(lambda: data.selectExpr(
             "house_id * 1000000 + household_id * 1000 + plug_id AS k", "value * 0.9 AS v")
             .where("k < 0").toArrow())
         moved = {}
-        row["transfer"] = timed(lambda: moved.update(n=store.append(
+        row["transfer"] = _time(lambda: moved.update(n=store.append(
             "calibrate", "rows", loads.drop("heartbeat", "reason", "origin").toArrow(), batch_id)))
         row["moved"] = moved["n"]
         if row["tuples"]:
             rows.append(row)
-        state["left"] = time.perf_counter()
+        left.append(time.perf_counter())
 
-    checkpoint = Path(store_dir) / "checkpoint"
-    query = (generator_stream(spark, rate=rate, duration=seconds, span=1.0, slide=1.0)
-             .writeStream.foreachBatch(each).option("checkpointLocation", str(checkpoint)).start())
-    try:
-        while query.isActive and len(rows) < seconds:
-            if query.exception():
-                raise query.exception()
-            time.sleep(0.05)
-    finally:
-        query.stop()
-        store.close()
+    with tempfile.TemporaryDirectory(prefix="tandem-calibrate-") as tmp:
+        store = ColumnarStore(Path(tmp) / "c.duckdb")
+        store.create("calibrate", fresh=True)
+        query = (generator_stream(spark, rate=rate, duration=seconds, span=1.0, slide=1.0)
+                 .writeStream.foreachBatch(each)
+                 .option("checkpointLocation", str(Path(tmp) / "checkpoint")).start())
+        try:
+            while query.isActive and len(rows) < seconds:
+                if query.exception():
+                    raise query.exception()
+                time.sleep(0.05)
+        finally:
+            query.stop()
+            store.close()
     return rows[1:]  # the first batch compiles the jobs
 
 
@@ -245,7 +239,7 @@ def calibrate(out: str | Path = settings.CALIBRATED_PROFILE, *,
     say("DuckDB -> Spark: createDataFrame from Arrow")
     sizes, seconds = [], []
     for size in (1_000, 10_000, 50_000, 200_000):
-        table = _utc_instants(SmartPlugs(rate=size).between(0, 1))
+        table = utc_instants(SmartPlugs(rate=size).between(0, 1))
         spark.createDataFrame(table).count()  # warm
         took = min(_time(lambda t=table: spark.createDataFrame(t).count()) for _ in range(3))
         sizes.append(size)
@@ -256,7 +250,7 @@ def calibrate(out: str | Path = settings.CALIBRATED_PROFILE, *,
     for function, names, sql in (
             ("aggregate", ["per_tuple", "per_window_instance", "per_call"], "AVG"),
             ("holistic", ["per_tuple", "per_window_tuple", "per_call"], "MAX")):
-        say(f"Spark: windowed {sql} at two window sizes")
+        say(f"Spark: windowed {sql} at two window sizes and two rates")
         rows = [_spark_row(model, _aggregate(sql, size, "WHERE property = 1"), rate, size)
                 for size, rate in ((10, 4000), (60, 4000), (10, 12000))]
         fits["spark", function] = model.fit(("spark", function), names, rows)

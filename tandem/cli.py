@@ -327,10 +327,17 @@ def bench_command(
     measure: Annotated[float, typer.Option(help="Event seconds measured per plan, in 1-s micro-batches.")] = 10.0,
     profile: Profile = None,
     out: Annotated[Path, typer.Option(help="Results directory; the report goes to OUT/<date>/.")] = Path("bench/results"),
+    report_of: Annotated[Path | None, typer.Option(help="Measure nothing: write the report of this bench.json again.")] = None,
 ) -> None:
     """Capacity against arrival rate of the optimiser's plan, pure-Spark, pure-DuckDB and others."""
     from tandem import bench, bench_report, settings
 
+    if report_of:
+        data = json.loads(report_of.read_text())
+        report = bench_report.write(bench.points_from(data), report_of.parent, data["command"],
+                                    str(report_of.parent / "profile.toml"), data["minutes"])
+        console.print(f"Report: {_short(report)}", highlight=False)
+        return
     if quick:
         chosen = dict(queries=bench.QUICK["queries"], rates=bench.QUICK["rates"],
                       others=bench.QUICK["others"], measure=bench.QUICK["measure"], extend=False)

@@ -14,6 +14,7 @@ from tandem.bench import (
     accuracy,
     max_rate,
     plans_at,
+    points_from,
     prediction_share,
     summary,
 )
@@ -73,3 +74,9 @@ def test_plans_at_a_point_are_distinct_and_hold_every_role():
         assert roles.count(role) == 1
     assert sum(1 for _, rs, _ in plans if rs[0].startswith("other")) == 2
     assert {"spark"} == set(next(p for p, rs, _ in plans if SPARK in rs).values())
+
+
+def test_bench_json_gives_back_its_points():
+    points = [point(1000, 1500, 9000), point(2000, None, 9000)]
+    again = points_from(summary(points))
+    assert summary(again) == summary(points)

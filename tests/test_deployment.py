@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from optimizer import optimize
 from optimizer.deployment import deploy
+from optimizer.logical import stateless_rows
 from tests.conftest import query_sql
 
 
@@ -48,3 +49,18 @@ def test_a_db_op_between_spark_operators_splits_the_plan(catalog, profile):
     assert crossings == ["select_1"]
     assert steps == ["dbop_1", "join_1", "select_3", "aggregate_2"]
     assert "join_1" not in streaming
+
+
+def test_a_stateless_crossing_is_its_predicates_and_columns_over_the_stream(catalog, profile):
+    sql = ("WITH p AS (SELECT plug_id, window_end, value * 2 AS double_value FROM "
+           "HOP(plugs, ts, INTERVAL '1' SECOND, INTERVAL '10' SECOND) WHERE property = 1) "
+           "SELECT plug_id, window_end, MAX(double_value) AS m FROM p WHERE double_value > 3 "
+           "GROUP BY plug_id, window_end")
+    plan = optimize(sql, catalog, profile, placement="duckdb").plan
+    (crossing,) = [n for n in plan.logical.operators if n.kind == "aggregate"][0].inputs
+    predicates, columns = stateless_rows(crossing)
+    # The projection is substituted into the selection above it; the window's time column
+    # stays, for the windows above.
+    assert [p.sql() for p in predicates] == ["property = 1", "value * 2 > 3"]
+    assert {n: e.sql() for n, e in columns.items()} == {"plug_id": "plug_id", "ts": "ts",
+                                                        "double_value": "value * 2"}
