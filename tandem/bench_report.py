@@ -53,7 +53,7 @@ def _cell(m: Measured) -> str:
 
 
 def _role_name(m: Measured) -> str:
-    return " / ".join(m.roles)
+    return " / ".join(r for r in m.roles if r in ROLES) or _key(m)
 
 
 def write(points: list[Point], out_dir: Path, command: str, calibration: str,
@@ -155,7 +155,7 @@ def _spec(placement: dict[str, str]) -> str:
 
 def _key(m: Measured) -> str:
     roles = [r for r in ROLES if r in m.roles]
-    return roles[0] if roles else m.roles[0]
+    return roles[0] if roles else f"other ({_spec(m.placement)})"
 
 
 def _plan_names(points: list[Point]) -> list[str]:
@@ -170,7 +170,7 @@ def _plan_names(points: list[Point]) -> list[str]:
 
 
 def _figure(points: list[Point], names: list[str], path: Path) -> None:
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(10, 4.5))
     rates = [p.rate for p in points]
     for name in names:
         xs, ys = [], []
@@ -188,7 +188,7 @@ def _figure(points: list[Point], names: list[str], path: Path) -> None:
     ax.set_xlabel("arrival rate (tuples/s)")
     ax.set_ylabel("capacity (tuples/s)")
     ax.set_title(f"{points[0].query.upper()}: capacity against rate (1-s micro-batches)")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))  # beside, not over
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
