@@ -83,24 +83,24 @@ class ColumnarStore:
                   "first_ts TIMESTAMP, last_end TIMESTAMP, frontiers JSON)")
         return schema
 
-    def append(self, query: str, table: str, rows: pa.Table, batch_id: int) -> int:
+    def append(self, query: str, table: str, rows: pa.Table, batch_id: int, *,
+               select: str = "*", where: str = "TRUE") -> int:
         """Append the rows a micro-batch brings to an input table (created from the first
         rows' schema, plus the micro-batch each row came in), from Arrow without copies. A batch
-        replayed after a restart replaces what it appended before."""
+        replayed after a restart replaces what it appended before. ``select`` and ``where``
+        (DuckDB SQL over the Arrow rows) project and filter them on the way."""
         target = f"{schema_name(query)}.{table}"
-        if target not in self._created:
-            with self._view("__rows", rows):
-                self._run(f"CREATE TABLE IF NOT EXISTS {target} AS "
-                          "SELECT *, 0::BIGINT AS _batch FROM __rows LIMIT 0")
-            self._created.add(target)
-        self._run(f"DELETE FROM {target} WHERE _batch = ?", [batch_id])
-        if rows.num_rows == 0:
-            return 0
-        columns = ", ".join(rows.column_names)
+        chosen = f"SELECT {select} FROM __rows WHERE {where}"
         with self._view("__rows", rows):
-            self._run(f"INSERT INTO {target} ({columns}, _batch) "
-                      f"SELECT {columns}, ?::BIGINT FROM __rows", [batch_id])
-        return rows.num_rows
+            if target not in self._created:
+                self._run(f"CREATE TABLE IF NOT EXISTS {target} AS "
+                          f"SELECT *, 0::BIGINT AS _batch FROM ({chosen}) LIMIT 0")
+                self._created.add(target)
+            self._run(f"DELETE FROM {target} WHERE _batch = ?", [batch_id])
+            if rows.num_rows == 0:
+                return 0
+            return self._run(f"INSERT INTO {target} BY NAME "
+                             f"SELECT *, ?::BIGINT AS _batch FROM ({chosen})", [batch_id])[0][0]
 
     def evaluate(self, query: str, sql: str, ends: Iterable[datetime]) -> pa.Table:
         """A query over the input tables (a DB-op's, ``fragment_sql.read_sql``) for all of

@@ -75,6 +75,11 @@ def parse_placement(spec: str, plan: LogicalPlan) -> dict[str, str]:
     return pins
 
 
+def placement_spec(placement: dict[str, str]) -> str:
+    """The ``op=engine,...`` that ``parse_placement`` reads back."""
+    return ",".join(f"{op}={engine}" for op, engine in placement.items())
+
+
 def optimize(sql: str, catalog: Catalog, profile: Profile, rate: float | None = None, *,
              placement: str = "auto", feasibility: bool = True,
              memory_budget: float | None = None, exhaustive_check: bool = False,
@@ -117,4 +122,4 @@ def optimize(sql: str, catalog: Catalog, profile: Profile, rate: float | None = 
                         ex_examined, ex_placement, phase_one_ms, phase_two_ms, ex_ms, model)
 
 
-__all__ = ["optimize", "Optimization", "parse_placement", "r2r_operators"]
+__all__ = ["optimize", "Optimization", "parse_placement", "placement_spec", "r2r_operators"]

@@ -3,8 +3,9 @@
 It runs inside the Spark query as ``foreachBatch``, over one streaming DataFrame that holds
 every relation leaving Spark's streaming operators (a *crossing*, ``optimizer/deployment.py``)
 and the event times of the stream: the source's rows, scanned once, carry each stateless
-crossing as a column, and the rows of Spark's stateful operators are unioned to them, tagged by
-relation id. For every micro-batch it
+crossing as a column, and the rows of Spark's stateful operators are unioned to them. Every
+relation is a struct column named by its relation id, null in the rows that are not its own.
+For every micro-batch it
 
 1. moves the rows of each crossing to its DuckDB table as Arrow (``toArrow``; DuckDB scans the
    Arrow buffers), and records how far each crossing is complete: the stream up to its latest
@@ -42,7 +43,6 @@ from optimizer.logical import Node
 from rowstream.dsps import HEARTBEAT, Streaming, apply
 
 EPOCH = datetime(1970, 1, 1)
-RELATION = "_relation"
 STREAM = "stream"  # the crossing id of the stream's own event times
 QUARANTINE = "quarantine"  # rows a source could not read, with their reason and origin
 
@@ -102,18 +102,17 @@ class Mig:
     def stream(self, source: DataFrame) -> DataFrame:
         """What ``foreachBatch`` receives. The source is scanned once for its event times, its
         quarantined rows and every stateless crossing (a struct column each, null where a row
-        is not in it); each crossing of Spark's stateful operators is unioned to that scan,
-        tagged by ``_relation``. Operators see only the rows that are not quarantined."""
+        is not in it); each crossing of Spark's stateful operators is unioned to that scan as a
+        struct column of its own. Operators see only the rows that are not quarantined."""
         bad = F.col("reason").isNotNull()
         operators = Streaming(source.where(~bad), self.final_end)
-        scan = [F.lit(STREAM).alias(RELATION), F.when(~bad, F.struct("ts", HEARTBEAT)).alias(STREAM),
+        scan = [F.when(~bad, F.struct("ts", HEARTBEAT)).alias(STREAM),
                 F.when(bad, F.struct(*source.columns)).alias(QUARANTINE)]
         parts = []
         for rid, node in self.crossings.items():
             if node.instantiated:
                 rows = operators.tagged(node)
-                parts.append(rows.select(F.lit(rid).alias(RELATION),
-                                         F.struct(*rows.columns).alias(rid)))
+                parts.append(rows.select(F.struct(*rows.columns).alias(rid)))
             else:
                 scan.append(F.when(~bad, operators.row_struct(node)).alias(rid))
         return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True),
@@ -136,29 +135,25 @@ class Mig:
         frontiers = dict(before.frontiers)
         # One Spark job moves the whole micro-batch; Arrow splits it by relation.
         everything = batch.toArrow()
-        relations = everything.column(RELATION)
-        scanned = everything.filter(pc.equal(relations, STREAM))
-        events = _rows(scanned, STREAM)
+        events = _rows(everything, STREAM)
         data_ts = events.filter(pc.invert(events.column(HEARTBEAT))).column("ts")
         tuples = len(data_ts)
         latest = pc.max(events.column("ts")).as_py() if events.num_rows else None
         if latest is not None:
             frontiers[STREAM] = max(latest, frontiers.get(STREAM, EPOCH))
         first_ts = before.first_ts or (pc.min(data_ts).as_py() if tuples else None)
-        quarantined = _rows(scanned, QUARANTINE).drop_columns([HEARTBEAT])
+        quarantined = _rows(everything, QUARANTINE).drop_columns([HEARTBEAT])
         self.store.append(self.query, QUARANTINE, quarantined, batch_id)
 
         results = None
         for rid, node in self.crossings.items():
+            rows = _rows(everything, rid)
             if node.instantiated:
-                rows = _rows(everything.filter(pc.equal(relations, rid)), rid)
                 marks = rows.filter(rows.column(HEARTBEAT))
                 rows = rows.filter(pc.invert(rows.column(HEARTBEAT))).drop_columns([HEARTBEAT])
                 if marks.num_rows:
                     frontiers[rid] = max(pc.max(marks.column("window_end")).as_py(),
                                          frontiers.get(rid, EPOCH))
-            else:
-                rows = _rows(scanned, rid)
             self.transfers.to_duckdb_tuples += rows.num_rows
             self.transfers.to_duckdb_bytes += rows.nbytes
             if rid == self.root and self.direct:

@@ -12,7 +12,6 @@ doubling, until every plan is infeasible.
 
 from __future__ import annotations
 
-import itertools
 import math
 import random
 import time
@@ -20,13 +19,16 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from optimizer.logical import windows
+from optimizer.optimizer import placement_spec
 from tandem.explain import Explanation, explain
 from tandem.measure import Capacity, capacity, preloadable
+from tandem.verify import placements
 from tandem.workload import SmartPlugs
 
 QUERIES = ("q1", "q2", "q3", "q4", "q5", "q6")
 RATES = (1_000, 2_000, 5_000, 10_000, 20_000, 40_000)
-QUICK = {"queries": ("q1", "q5"), "rates": (2_000, 20_000), "others": 0, "measure": 8.0}
+QUICK = {"queries": ("q1", "q5"), "rates": (2_000, 20_000), "others": 0, "measure": 8.0,
+         "extend": False}
 MAX_RATE = 2_560_000  # the sweep stops here even if a plan keeps up
 SPARK, DUCKDB, CHOICE, NO_FEASIBILITY, PIPELINED = (
     "pure-Spark", "pure-DuckDB", "optimiser", "optimiser without feasibility",
@@ -65,10 +67,6 @@ class Point:
         return max(self.plans, key=lambda p: p.capacity or 0.0)
 
 
-def _spec(placement: dict[str, str]) -> str:
-    return ",".join(f"{op}={e}" for op, e in placement.items())
-
-
 def plans_at(query: str, rate: float, others: int, profile: str | None = None
              ) -> list[tuple[dict[str, str], list[str], Explanation]]:
     """The distinct placements to measure at ``rate`` and the roles each plays."""
@@ -77,20 +75,17 @@ def plans_at(query: str, rate: float, others: int, profile: str | None = None
               CHOICE: explain(query, rate=rate, profile=profile),
               NO_FEASIBILITY: explain(query, rate=rate, profile=profile, feasibility=False),
               PIPELINED: explain(query, rate=rate, profile=profile, pipelined=True)}
-    ops = list(chosen[CHOICE].optimization.plan.placement)
-    space = [dict(zip(ops, e, strict=True)) for e in itertools.product((("spark", "duckdb")),
-                                                                        repeat=len(ops))]
-    random.Random(f"{query}").shuffle(space)  # the same sample at every rate
     found: dict[str, tuple[dict[str, str], list[str], Explanation]] = {}
     for role, plan in chosen.items():
         placement = dict(plan.optimization.plan.placement)
-        found.setdefault(_spec(placement), (placement, [], plan))[1].append(role)
-    for placement in space:
-        if sum(1 for p in found.values() if not set(p[1]) & set(ROLES)) >= others:
-            break
-        if _spec(placement) not in found:
-            plan = explain(query, rate=rate, profile=profile, placement=_spec(placement))
-            found[_spec(placement)] = (placement, [f"other: {_spec(placement)}"], plan)
+        found.setdefault(placement_spec(placement), (placement, [], plan))[1].append(role)
+    space = placements(query, "all", rate=rate, profile=profile)
+    random.Random(f"{query}").shuffle(space)  # the same sample at every rate
+    rest = [p for p in space if placement_spec(p) not in found][:others]
+    for placement in rest:
+        spec = placement_spec(placement)
+        found[spec] = (placement, [f"other: {spec}"],
+                       explain(query, rate=rate, profile=profile, placement=spec))
     return list(found.values())
 
 
@@ -118,7 +113,7 @@ def sweep(queries=QUERIES, rates=RATES, *, others: int = 2, measure: float = 10.
             stream = None
             turn = k % len(plans)
             for placement, roles, plan in plans[turn:] + plans[:turn]:
-                spec = _spec(placement)
+                spec = placement_spec(placement)
                 m = Measured(placement, roles, rate, predicted_capacity(plan, rate))
                 if spec in failed_at:
                     earlier = failed_at[spec]

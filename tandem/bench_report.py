@@ -108,7 +108,7 @@ def write(points: list[Point], out_dir: Path, command: str, calibration: str,
             by_name = {_key(m): m for m in p.plans}
             cells = [_cell(by_name[n]) if n in by_name else "" for n in names]
             lines.append(f"| {p.rate:,.0f} | " + " | ".join(cells)
-                         + f" | {_spec(p.role(CHOICE).placement)} |")
+                         + f" | {_in_duckdb(p.role(CHOICE).placement)} |")
         _figure(mine, names, out_dir / f"{q}.png")
 
     lines += ["", "## The pure-Spark plan", "", "Designs measured:", ""]
@@ -144,7 +144,7 @@ def _fmt(x: float | None) -> str:
     return "" if x is None else f"{x:.1f}x"
 
 
-def _spec(placement: dict[str, str]) -> str:
+def _in_duckdb(placement: dict[str, str]) -> str:
     duck = [op for op, e in placement.items() if e == "duckdb"]
     if not duck:
         return "all in Spark"
@@ -155,7 +155,7 @@ def _spec(placement: dict[str, str]) -> str:
 
 def _key(m: Measured) -> str:
     roles = [r for r in ROLES if r in m.roles]
-    return roles[0] if roles else f"other ({_spec(m.placement)})"
+    return roles[0] if roles else f"other ({_in_duckdb(m.placement)})"
 
 
 def _plan_names(points: list[Point]) -> list[str]:

@@ -95,7 +95,7 @@ class _Model:
     """The cost model's predictions for micro-queries, with any coefficients."""
 
     def __init__(self):
-        self.catalog = load_catalog(Path(settings.catalog_path(Path("queries/q1.sql"))))
+        self.catalog = load_catalog(settings.catalog_path(settings.query_path("q1")))
         base = load_profile(DEFAULT_PROFILE)
         self.keys = [(e, f, n) for e, fs in base.functions.items() for f, cs in fs.items()
                      for n in cs if f != "memory"]
@@ -307,37 +307,35 @@ def _duckdb(model: _Model) -> dict[tuple[str, str], Fitted]:
     between 8k and 80k tuples/s; hash tables outgrow the caches on the way)."""
     size, rates = 60, (20_000, 100_000, 200_000)
     stages = [
-        ("aggregate", ["per_window_tuple"], lambda: _aggregate("AVG", size)),
-        ("holistic", ["per_window_tuple"], lambda: _aggregate("MAX", size)),
-        ("select", ["per_window_tuple"],
-         lambda: _aggregate("AVG", size, "WHERE property = 1")),
-        ("project", ["per_window_tuple"], lambda: _project(size)),
-        ("join", ["per_window_tuple", "per_match"], None),
+        ("aggregate", ["per_window_tuple"], [_aggregate("AVG", size)]),
+        ("holistic", ["per_window_tuple"], [_aggregate("MAX", size)]),
+        ("select", ["per_window_tuple"], [_aggregate("AVG", size, "WHERE property = 1")]),
+        ("project", ["per_window_tuple"], [_project(size)]),
+        ("join", ["per_window_tuple", "per_match"], [_join_aggregates(size), _join_rows(size)]),
     ]
     fits = {}
+    end = EPOCH + timedelta(seconds=DEBS_START + size)
     with tempfile.TemporaryDirectory(prefix="tandem-calibrate-") as tmp:
         store = ColumnarStore(Path(tmp) / "d.duckdb")
-        windows = {r: SmartPlugs(rate=r).between(0, size) for r in rates}
-        end = EPOCH + timedelta(seconds=DEBS_START + size)
+        loaded: set[tuple[str, str]] = set()  # (schema, table): every query reads the window
 
         def evaluation(sql: str, rate: float) -> float:
             fragment = fragments(model.optimization(sql, rate, "duckdb", {}).plan)[0]
-            store.create("calibrate", fresh=True)
-            rows = windows[rate]
+            schema = f"rate_{rate}"  # one per rate, its window loaded once
             for table in fragment.inputs:
-                store.append("calibrate", table.table, rows.select(list(table.columns)), 0)
-            store.evaluate("calibrate", fragment.sql, [end])  # warm
-            return min(_time(lambda: store.evaluate("calibrate", fragment.sql, [end]))
+                if (schema, table.table) not in loaded:
+                    store.create(schema)
+                    rows = SmartPlugs(rate=rate).between(0, size).select(list(table.columns))
+                    store.append(schema, table.table, rows, 0)
+                    loaded.add((schema, table.table))
+            store.evaluate(schema, fragment.sql, [end])  # warm
+            return min(_time(lambda: store.evaluate(schema, fragment.sql, [end]))
                        for _ in range(3))
 
         # The fixed cost of an evaluation first, from a window of a few rows.
-        tiny = SmartPlugs(rate=100).between(0, size)
-        windows[100] = tiny
-        sql = _aggregate("AVG", size)
-        per_call = evaluation(sql, 100)
+        per_call = evaluation(_aggregate("AVG", size), 100)
         fits["duckdb", "query"] = _set(model, "duckdb", "query", 0.0, 1, per_call=per_call)
-        for function, names, make in stages:
-            queries = [make()] if make else [_join_aggregates(size), _join_rows(size)]
+        for function, names, queries in stages:
             rows = [(evaluation(q, r), lambda v, q=q, r=r: model.db_evaluation(q, r, v))
                     for q in queries for r in rates]
             fits["duckdb", function] = model.fit(("duckdb", function), names, rows)

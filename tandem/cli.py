@@ -289,25 +289,27 @@ def render(result: Explanation) -> None:
         console.print(Syntax(fragment.sql, "sql", theme="ansi_dark", word_wrap=True))
 
 
-if __name__ == "__main__":
-    app()
+@contextmanager
+def steps(what: str):
+    """A spinner for a long command, and each step it reports printed with the time so far."""
+    started = time.perf_counter()
+    with console.status(what) as status:
+        def step(text: str) -> None:
+            console.print(f"[dim]{time.perf_counter() - started:6.0f} s[/] {text}", highlight=False)
+            status.update(text)
+
+        yield step
 
 
 @app.command("calibrate")
 def calibrate_command(
     out: Annotated[Path, typer.Option(help="Where the profile goes (the default one of explain and run).")] = Path(".tandem/profile.toml"),
 ) -> None:
-    """Measure the cost model's unit costs on this machine (about 5 minutes) and write a profile."""
+    """Measure the cost model's unit costs on this machine (about 4 minutes) and write a profile."""
     from tandem.calibrate import calibrate
 
-    started = time.perf_counter()
-    with console.status("calibrating") as status:
-        def step(text: str) -> None:
-            console.print(f"[dim]{time.perf_counter() - started:5.0f} s[/] {text}", highlight=False)
-            status.update(text)
-
-        with user_errors():
-            result = calibrate(out, on_step=step)
+    with steps("calibrating") as step, user_errors():
+        result = calibrate(out, on_step=step)
     table = Table("function", "coefficients", "fit error", "measurements")
     for (engine, function), fitted in result.fits.items():
         table.add_row(f"{engine}.{function}",
@@ -339,9 +341,7 @@ def bench_command(
         console.print(f"Report: {_short(report)}", highlight=False)
         return
     if quick:
-        chosen = dict(queries=bench.QUICK["queries"], rates=bench.QUICK["rates"],
-                      others=bench.QUICK["others"], measure=bench.QUICK["measure"], extend=False)
-        command = "tandem bench --quick"
+        chosen = dict(bench.QUICK)
     else:
         with user_errors():
             try:
@@ -350,19 +350,17 @@ def bench_command(
                               measure=measure)
             except ValueError:
                 raise TandemError(f"--rates {rates!r}: give numbers separated by commas") from None
-        command = "tandem bench" + ("" if queries == "q1,q2,q3,q4,q5,q6" else f" --queries {queries}")
+    command = " ".join(["tandem bench", *sys.argv[2:]])  # as typed, for the report
     calibration = str(settings.profile_path(profile))
     started = time.perf_counter()
-    with console.status("benchmarking") as status:
-        def step(text: str) -> None:
-            console.print(f"[dim]{(time.perf_counter() - started) / 60:5.1f} min[/] {text}",
-                          highlight=False)
-            status.update(text)
-
-        with user_errors():
-            points = bench.sweep(**chosen, profile=profile, on_progress=step)
+    with steps("benchmarking") as step, user_errors():
+        points = bench.sweep(**chosen, profile=profile, on_progress=step)
     report = bench_report.write(points, out / time.strftime("%Y-%m-%d"), command, calibration,
                                 (time.perf_counter() - started) / 60)
     console.print(report.read_text().split("\n## Q")[0])
     console.print(f"Report: {_short(report)}; figures for scripts: {_short(out / 'bench.json')}",
                   highlight=False)
+
+
+if __name__ == "__main__":
+    app()

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-import duckdb
 import pyarrow as pa
 
 from columnar.fragment_sql import input_table
@@ -63,15 +62,13 @@ def preload(store: ColumnarStore, plan: Explanation, stream: pa.Table, seconds: 
     physical = plan.optimization.plan
     name, logical = plan.query.stem, physical.logical
     store.create(name, fresh=True)
-    con = duckdb.connect()
-    con.register("stream", stream)
     for node in deploy(physical).crossings:
         predicates, columns = stateless_rows(node)
-        select = ", ".join(f'{e.sql(dialect="duckdb")} AS "{c}"' for c, e in columns.items())
-        where = " AND ".join(f"({p.sql(dialect='duckdb')})" for p in predicates) or "TRUE"
-        rows = con.sql(f"SELECT {select} FROM stream WHERE {where}").to_arrow_table()
-        store.append(name, input_table(node, logical).table, rows, -1)
-    con.close()
+        store.append(name, input_table(node, logical).table, stream, -1,
+                     select=", ".join(f'{e.sql(dialect="duckdb")} AS "{c}"'
+                                      for c, e in columns.items()),
+                     where=" AND ".join(f"({p.sql(dialect='duckdb')})" for p in predicates)
+                     or "TRUE")
     slide = logical.root.slide
     start = EPOCH + timedelta(seconds=DEBS_START)
     end = start + timedelta(seconds=math.floor(seconds / slide) * slide)

@@ -15,6 +15,7 @@ import polars as pl
 
 from columnar.store import ColumnarStore
 from optimizer.errors import TandemError
+from optimizer.optimizer import placement_spec
 from tandem import reference
 from tandem.explain import explain
 from tandem.run import run
@@ -68,8 +69,8 @@ def verify(query: str, how: str = "all", *, rate: float = 3.0, duration: float =
     truth = reference.Evaluator({"plugs": stream})
 
     def one(placement: dict[str, str]) -> Outcome:
-        spec = ",".join(f"{op}={engine}" for op, engine in placement.items()) or "auto"
-        plan = explain(query, rate=rate, catalog=catalog, profile=profile, placement=spec)
+        plan = explain(query, rate=rate, catalog=catalog, profile=profile,
+                       placement=placement_spec(placement) or "auto")
         root = plan.optimization.logical.root
         with tempfile.TemporaryDirectory(prefix="tandem-verify-") as tmp:
             try:
