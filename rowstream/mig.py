@@ -78,6 +78,7 @@ class Mig:
     spark: SparkSession
     on_batch: Callable[[BatchReport], None] | None = None
     final_end: datetime | None = None  # a finite stream's last window_end
+    spark_design: str = "built-in"  # one of SPARK_DESIGNS, for Spark's windowed aggregates
     transfers: Transfers = field(default_factory=Transfers)
     finished: bool = False
     failure: Exception | None = None  # what stopped a micro-batch
@@ -105,7 +106,8 @@ class Mig:
         is not in it); each crossing of Spark's stateful operators is unioned to that scan as a
         struct column of its own. Operators see only the rows that are not quarantined."""
         bad = F.col("reason").isNotNull()
-        operators = Streaming(source.where(~bad), self.final_end)
+        operators = Streaming(source.where(~bad), self.final_end,
+                              panes=self.spark_design == "panes")
         scan = [F.when(~bad, F.struct("ts", HEARTBEAT)).alias(STREAM),
                 F.when(bad, F.struct(*source.columns)).alias(QUARANTINE)]
         parts = []

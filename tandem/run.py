@@ -51,6 +51,7 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
         checkpoint: str | Path | None = None, resume: bool = False,
         stop_after: int | None = None, stop_when: Callable[[], bool] | None = None,
         topology: dict | None = None, warmup: float = 0.0, begin: float = 0.0,
+        spark_design: str = "built-in",
         on_batch: Callable[[BatchReport], None] | None = None,
         explanation: Explanation | None = None) -> RunSummary:
     """Run ``query`` for ``duration`` seconds of event time at ``rate`` tuples/s (generator), or
@@ -60,7 +61,8 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
     ``stop_when`` once it returns true (a benchmark gives up on a plan far from feasible);
     ``warmup`` seconds of event time come first in micro-batches of a minute (benchmarks fill
     the windows so before they measure); the generator skips the event time before ``begin``
-    (a benchmark that loaded the windows' state into the store directly resumes after it)."""
+    (a benchmark that loaded the windows' state into the store directly resumes after it).
+    ``spark_design`` is how Spark evaluates windowed aggregates (``rowstream.dsps.SPARK_DESIGNS``)."""
     explanation = explanation or explain(query, rate=rate, catalog=catalog, profile=profile,
                                          placement=placement)
     physical = explanation.optimization.plan
@@ -92,7 +94,8 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
 
     with _STARTING:  # concurrent runs (tandem verify --parallel) name their queries apart
         spark = spark_session()
-        bridge = Mig(name, deployment, columnar, spark, record, final_end=final_end)
+        bridge = Mig(name, deployment, columnar, spark, record, final_end=final_end,
+                     spark_design=spark_design)
         if generated:
             # The last heartbeat goes far enough past the last window_end for chained operators.
             flush = max(w.size for w in windows(physical.logical.root)) + 10 * slide

@@ -121,3 +121,12 @@ def test_a_landing_directory_quarantines_bad_lines(tmp_path, truth, catalog, pro
     assert reasons == [(f"{name}:2", "expected 7 comma-separated fields, found 3"),
                        (f"{name}:3", "plug_id is missing or not an integer"),
                        (f"{name}:4", "property is neither 0 (work) nor 1 (load)")]
+
+
+@pytest.mark.parametrize("name", ["q2", "q3", "q5"])
+def test_spark_aggregates_from_panes_give_the_reference_rows(tmp_path, truth, catalog, profile,
+                                                             name):
+    run_small(name, tmp_path, placement="spark", spark_design="panes")
+    root = optimize(query_sql(name), catalog, profile).logical.root
+    assert_same_rows(results(tmp_path / "tandem.duckdb", name).select(root.columns),
+                     truth.result(root))
