@@ -49,9 +49,10 @@ from optimizer.logical import (
 )
 
 HEARTBEAT = "heartbeat"
-# How Spark evaluates a windowed aggregate: "built-in" expands each tuple into its W/beta
-# windows (Spark's sliding window), "panes" aggregates per slide first (_pane_aggregate).
-SPARK_DESIGNS = ("built-in", "panes")
+# How Spark evaluates a plan's windows: "built-in" expands each tuple into its W/beta windows
+# (Spark's sliding window), "panes" aggregates per slide first (_pane_aggregate), "buckets"
+# runs a whole plan as one stateful operator over buckets of keys (rowstream/buckets.py).
+SPARK_DESIGNS = ("built-in", "panes", "buckets")
 PANE_FUNCTIONS = frozenset({"COUNT", "SUM", "AVG", "MIN", "MAX"})  # decomposable over panes
 
 
@@ -72,7 +73,7 @@ class Streaming:
             return self.stream.select(*[c for c in node.columns if c not in WINDOW_COLUMNS],
                                       HEARTBEAT)
         if isinstance(node, Select):
-            return self.relation(node.input).where(F.col(HEARTBEAT) | _predicate(node.predicate))
+            return self.relation(node.input).where(F.col(HEARTBEAT) | predicate(node.predicate))
         if isinstance(node, Project):
             child = self.relation(node.input)
             kept = [_expr(e).alias(n) for n, e in node.expressions
@@ -141,7 +142,7 @@ class Streaming:
         joined = joined.select(*node.columns, HEARTBEAT, F.window(
             "_window_time", f"{_micros(node.slide)} microseconds").alias("window"))
         if node.condition is not None:
-            joined = joined.where(F.col(HEARTBEAT) | _predicate(node.condition))
+            joined = joined.where(F.col(HEARTBEAT) | predicate(node.condition))
         return joined
 
     def row_struct(self, node: Node) -> Column:
@@ -152,7 +153,7 @@ class Streaming:
         predicates, columns = stateless_rows(node)
         keep = ~F.col(HEARTBEAT)
         for p in predicates:
-            keep = keep & _predicate(p)
+            keep = keep & predicate(p)
         return F.when(keep, F.struct(*[_expr(e).alias(n) for n, e in columns.items()]))
 
     def tagged(self, node: Node) -> DataFrame:
@@ -210,7 +211,7 @@ def apply(node: Node, inputs: list[DataFrame]) -> DataFrame:
     """One operator over the instantaneous relations of complete window_ends (rows tagged with
     ``window_end``): the Spark operators that run after a DB-op."""
     if isinstance(node, Select):
-        return inputs[0].where(_predicate(node.predicate))
+        return inputs[0].where(predicate(node.predicate))
     if isinstance(node, Project):
         names = [n for n, _ in node.expressions]
         return inputs[0].select(*[_expr(e).alias(n) for n, e in node.expressions],
@@ -225,7 +226,7 @@ def apply(node: Node, inputs: list[DataFrame]) -> DataFrame:
         left_columns = set(node.left.columns)
         joined = left.join(right, condition, "inner").select(
             *[F.col(f"l.{c}" if c in left_columns else f"r.{c}").alias(c) for c in node.columns])
-        return joined if node.condition is None else joined.where(_predicate(node.condition))
+        return joined if node.condition is None else joined.where(predicate(node.condition))
     raise TandemError(f"{node.kind} cannot run in Spark")
 
 
@@ -233,7 +234,7 @@ def _expr(e) -> Column:
     return F.expr(e.sql(dialect="spark"))
 
 
-def _predicate(e) -> Column:
+def predicate(e) -> Column:
     """A WHERE clause keeps the rows whose predicate is true (not null)."""
     return F.coalesce(_expr(e), F.lit(False))
 

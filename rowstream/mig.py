@@ -40,6 +40,7 @@ from columnar.fragment_sql import fragments, input_table, read_sql
 from columnar.store import ColumnarStore, Progress
 from optimizer.deployment import Deployment
 from optimizer.logical import Node
+from rowstream.buckets import evaluate_in_buckets
 from rowstream.dsps import HEARTBEAT, Streaming, apply
 
 EPOCH = datetime(1970, 1, 1)
@@ -114,6 +115,10 @@ class Mig:
         for rid, node in self.crossings.items():
             if node.instantiated:
                 rows = operators.tagged(node)
+                if self.spark_design == "buckets" and self.direct:
+                    buckets = int(self.spark.conf.get("spark.sql.shuffle.partitions"))
+                    rows = evaluate_in_buckets(source.where(~bad), node, rows.schema, buckets,
+                                               self.final_end)
                 parts.append(rows.select(F.struct(*rows.columns).alias(rid)))
             else:
                 scan.append(F.when(~bad, operators.row_struct(node)).alias(rid))

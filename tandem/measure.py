@@ -76,10 +76,12 @@ def preload(store: ColumnarStore, plan: Explanation, stream: pa.Table, seconds: 
 
 
 def capacity(plan: Explanation, rate: float, *, warmup: float, measure: float,
-             span: float = 1.0, stream: pa.Table | None = None) -> Capacity:
+             span: float = 1.0, stream: pa.Table | None = None,
+             spark_design: str = "built-in") -> Capacity:
     """Fill the windows with ``warmup`` seconds of event time, then run ``measure`` seconds in
     micro-batches of ``span`` and count the measured ones after the first SETTLE. ``stream``:
-    the generator's first ``warmup`` seconds at ``rate``, if the caller has them already."""
+    the generator's first ``warmup`` seconds at ``rate``, if the caller has them already;
+    ``spark_design``: how Spark evaluates a pure-Spark plan (``rowstream.dsps.SPARK_DESIGNS``)."""
     marks: list[tuple[float, int, object]] = []  # (wall clock, tuples, event time) per batch
     warm = EPOCH + timedelta(seconds=DEBS_START + warmup)  # where the warm-up ends
     loaded = preloadable(plan)
@@ -105,7 +107,7 @@ def capacity(plan: Explanation, rate: float, *, warmup: float, measure: float,
         run(plan.query.stem, rate=rate, duration=warmup + measure, batch=span,
             warmup=warmup, begin=warmup if loaded else 0.0, resume=loaded, store=store_path,
             checkpoint=Path(tmp) / "checkpoint", explanation=plan, on_batch=mark,
-            stop_when=None if loaded else falling_behind)
+            stop_when=None if loaded else falling_behind, spark_design=spark_design)
     after = [i for i, m in enumerate(marks) if m[2] and m[2] > warm and m[1]]
     if len(after) <= SETTLE:  # stopped in the warm-up: what it reached bounds the capacity
         return Capacity(sum(m[1] for m in marks), time.perf_counter() - started, 0, loaded)

@@ -123,10 +123,11 @@ def test_a_landing_directory_quarantines_bad_lines(tmp_path, truth, catalog, pro
                        (f"{name}:4", "property is neither 0 (work) nor 1 (load)")]
 
 
-@pytest.mark.parametrize("name", ["q2", "q3", "q5"])
-def test_spark_aggregates_from_panes_give_the_reference_rows(tmp_path, truth, catalog, profile,
-                                                             name):
-    run_small(name, tmp_path, placement="spark", spark_design="panes")
+@pytest.mark.parametrize("design, name", [("panes", q) for q in ("q2", "q3", "q5")]
+                         + [("buckets", q) for q in ("q1", "q2", "q3", "q4", "q5", "q6")])
+def test_every_pure_spark_design_gives_the_reference_rows(tmp_path, truth, catalog, profile,
+                                                          design, name):
+    run_small(name, tmp_path, placement="spark", spark_design=design)
     root = optimize(query_sql(name), catalog, profile).logical.root
     assert_same_rows(results(tmp_path / "tandem.duckdb", name).select(root.columns),
                      truth.result(root))
