@@ -19,7 +19,8 @@ For every micro-batch it
 4. purges the rows no open window needs.
 
 When the whole plan runs in Spark, the root is the only crossing and, once Spark has tagged its
-rows with their window, they are the results as they come.
+rows with their window, they are the results as they come; with the "buckets" design
+(``rowstream/buckets.py``) one stateful operator evaluates the whole plan and hands over the root.
 It counts the tuples and bytes it moves in each direction.
 """
 
@@ -79,7 +80,7 @@ class Mig:
     spark: SparkSession
     on_batch: Callable[[BatchReport], None] | None = None
     final_end: datetime | None = None  # a finite stream's last window_end
-    spark_design: str = "built-in"  # one of SPARK_DESIGNS, for Spark's windowed aggregates
+    spark_design: str = "built-in"  # one of SPARK_DESIGNS ("buckets": pure-Spark plans only)
     transfers: Transfers = field(default_factory=Transfers)
     finished: bool = False
     failure: Exception | None = None  # what stopped a micro-batch

@@ -115,6 +115,7 @@ def run_command(
     profile: Profile = None,
     store: Annotated[str, typer.Option(help="The DuckDB file.")] = ".tandem/tandem.duckdb",
     resume: Annotated[bool, typer.Option(help="Continue from the checkpoint of an earlier run.")] = False,
+    spark_design: Annotated[str, typer.Option(help="How a pure-Spark plan runs: built-in, panes or buckets (docs/execution.md).")] = "built-in",
 ) -> None:
     """Optimise QUERY (unless --placement forces a plan), deploy it on Spark and DuckDB, run it."""
     from tandem.run import run  # imports Spark: only for the commands that run it
@@ -154,7 +155,8 @@ def run_command(
         with user_errors(query):
             summary = run(query, placement=placement, rate=rate, duration=duration, batch=batch,
                           source=source, catalog=catalog, profile=profile, store=store,
-                          resume=resume, on_batch=on_batch, explanation=plan)
+                          resume=resume, spark_design=spark_design, on_batch=on_batch,
+                          explanation=plan)
     inspect = f"SELECT * FROM {summary.results_table} ORDER BY window_end LIMIT 20"
     console.print()
     console.print(
@@ -329,6 +331,7 @@ def bench_command(
     measure: Annotated[float, typer.Option(help="Event seconds measured per plan, in 1-s micro-batches.")] = 10.0,
     profile: Profile = None,
     out: Annotated[Path, typer.Option(help="Results directory; the report goes to OUT/<date>/.")] = Path("bench/results"),
+    spark_design: Annotated[str | None, typer.Option(help="How pure-Spark runs: built-in, panes or buckets (default: the fastest, bench/spark_designs.py compares them).")] = None,
     report_of: Annotated[Path | None, typer.Option(help="Measure nothing: write the report of this bench.json again.")] = None,
 ) -> None:
     """Capacity against arrival rate of the optimiser's plan, pure-Spark, pure-DuckDB and others."""
@@ -337,7 +340,8 @@ def bench_command(
     if report_of:
         data = json.loads(report_of.read_text())
         report = bench_report.write(bench.points_from(data), report_of.parent, data["command"],
-                                    str(report_of.parent / "profile.toml"), data["minutes"])
+                                    str(report_of.parent / "profile.toml"), data["minutes"],
+                                    data.get("spark_design", "built-in"))
         console.print(f"Report: {_short(report)}", highlight=False)
         return
     if quick:
@@ -354,9 +358,11 @@ def bench_command(
     calibration = str(settings.profile_path(profile))
     started = time.perf_counter()
     with steps("benchmarking") as step, user_errors():
-        points = bench.sweep(**chosen, profile=profile, on_progress=step)
+        spark_design = spark_design or bench.SPARK_BASELINE
+        points = bench.sweep(**chosen, profile=profile, spark_design=spark_design,
+                             on_progress=step)
     report = bench_report.write(points, out / time.strftime("%Y-%m-%d"), command, calibration,
-                                (time.perf_counter() - started) / 60)
+                                (time.perf_counter() - started) / 60, spark_design)
     console.print(report.read_text().split("\n## Q")[0])
     console.print(f"Report: {_short(report)}; figures for scripts: {_short(out / 'bench.json')}",
                   highlight=False)

@@ -16,6 +16,7 @@ from columnar.store import DEFAULT_PATH, ColumnarStore, schema_name
 from optimizer.deployment import deploy
 from optimizer.errors import TandemError
 from optimizer.logical import windows
+from rowstream.dsps import SPARK_DESIGNS
 from rowstream.mig import EPOCH, BatchReport, Mig, Transfers
 from rowstream.session import spark_session
 from rowstream.sources import generator_stream, landing_stream, last_window_end
@@ -62,7 +63,10 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
     ``warmup`` seconds of event time come first in micro-batches of a minute (benchmarks fill
     the windows so before they measure); the generator skips the event time before ``begin``
     (a benchmark that loaded the windows' state into the store directly resumes after it).
-    ``spark_design`` is how Spark evaluates windowed aggregates (``rowstream.dsps.SPARK_DESIGNS``)."""
+    ``spark_design`` is how Spark evaluates its windowed operators (``rowstream.dsps.SPARK_DESIGNS``;
+    "buckets" applies to pure-Spark plans only)."""
+    if spark_design not in SPARK_DESIGNS:
+        raise TandemError(f"Spark design {spark_design!r}: give one of {', '.join(SPARK_DESIGNS)}")
     explanation = explanation or explain(query, rate=rate, catalog=catalog, profile=profile,
                                          placement=placement)
     physical = explanation.optimization.plan
