@@ -23,7 +23,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from columnar.fragment_sql import WINDOW_ENDS, FragmentInput
+from columnar.fragment_sql import PANE, ROWS, WINDOW_ENDS, FragmentInput, PaneTable
 
 DEFAULT_PATH = Path(".tandem/tandem.duckdb")
 
@@ -83,24 +83,36 @@ class ColumnarStore:
                   "first_ts TIMESTAMP, last_end TIMESTAMP, frontiers JSON)")
         return schema
 
-    def append(self, query: str, table: str, rows: pa.Table, batch_id: int, *,
-               select: str = "*", where: str = "TRUE") -> int:
-        """Append the rows a micro-batch brings to an input table (created from the first
-        rows' schema, plus the micro-batch each row came in), from Arrow without copies. A batch
-        replayed after a restart replaces what it appended before. ``select`` and ``where``
-        (DuckDB SQL over the Arrow rows) project and filter them on the way."""
+    def append(self, query: str, table: str, rows: pa.Table, batch_id: int,
+               sql: str = "SELECT * FROM __rows") -> int:
+        """Append the rows a micro-batch brings to a table (created from the first rows'
+        schema, plus the micro-batch each row came in), from Arrow without copies. A batch
+        replayed after a restart replaces what it appended before. ``sql`` (DuckDB SQL over the
+        Arrow rows, ``__rows``) is what the table keeps of them."""
         target = f"{schema_name(query)}.{table}"
-        chosen = f"SELECT {select} FROM __rows WHERE {where}"
         with self._view("__rows", rows):
             if target not in self._created:
                 self._run(f"CREATE TABLE IF NOT EXISTS {target} AS "
-                          f"SELECT *, 0::BIGINT AS _batch FROM ({chosen}) LIMIT 0")
+                          f"SELECT *, 0::BIGINT AS _batch FROM ({sql}) LIMIT 0")
                 self._created.add(target)
             self._run(f"DELETE FROM {target} WHERE _batch = ?", [batch_id])
             if rows.num_rows == 0:
                 return 0
             return self._run(f"INSERT INTO {target} BY NAME "
-                             f"SELECT *, ?::BIGINT AS _batch FROM ({chosen})", [batch_id])[0][0]
+                             f"SELECT *, ?::BIGINT AS _batch FROM ({sql})", [batch_id])[0][0]
+
+    def append_input(self, query: str, table: FragmentInput, rows: pa.Table, batch_id: int,
+                     panes: Iterable[PaneTable] = (), source: str = "SELECT * FROM __rows") -> int:
+        """Append a relation's rows to its input table (a windowed stream's with their pane)
+        and their partial aggregates to the pane tables it feeds. ``source``: SQL over the
+        Arrow rows (``__rows``) that gives the relation's rows."""
+        def over(sql: str) -> str:
+            return f"WITH {ROWS} AS ({source}) {sql}"
+
+        for pane in panes:
+            if pane.source == table.table:
+                self.append(query, pane.table.table, rows, batch_id, over(pane.sql))
+        return self.append(query, table.table, rows, batch_id, over(table.stored_sql()))
 
     def evaluate(self, query: str, sql: str, ends: Iterable[datetime]) -> pa.Table:
         """A query over the input tables (a DB-op's, ``fragment_sql.read_sql``) for all of
@@ -120,9 +132,13 @@ class ColumnarStore:
         """Delete the input rows that no window ending at ``next_end`` or later needs."""
         schema, deleted = schema_name(query), 0
         for table in tables:
+            # Rows (or panes) of a windowed stream in no window ending at next_end or later.
             if table.window_size is None:  # rows tagged with their window_end
                 condition = "window_end < ?"
-            else:  # rows of a windowed stream: in no window ending at next_end or later
+            elif table.panes_per_window is not None:  # the window ending at K·β needs K - W/β + 1 on
+                condition = (f"{PANE} <= epoch_us(?::TIMESTAMP) // {table.slide_us} "
+                             f"- {table.panes_per_window}")
+            else:
                 size_us = round(table.window_size * 1_000_000)
                 condition = f"{table.time_column} < ?::TIMESTAMP - to_microseconds({size_us})"
             deleted += self._run(

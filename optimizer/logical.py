@@ -221,13 +221,14 @@ def assign_ids(root: Node) -> dict[Node, str]:
     return ids
 
 
-def stateless_rows(node: Node) -> tuple[list[exp.Expression], dict[str, exp.Expression]]:
+def stateless_rows(node: Node, base: Node | None = None
+                   ) -> tuple[list[exp.Expression], dict[str, exp.Expression]]:
     """The predicates and columns of a chain of selections and projections over a windowed
-    stream, as expressions over the stream's columns (each projection substituted into what
-    reads it)."""
-    if isinstance(node, Window):
+    stream, as expressions over the columns of ``base`` (default: the stream itself), each
+    projection substituted into what reads it."""
+    if node is base or isinstance(node, Window):
         return [], {c: exp.column(c) for c in node.columns if c not in WINDOW_COLUMNS}
-    predicates, columns = stateless_rows(node.input)
+    predicates, columns = stateless_rows(node.input, base)
 
     def substitute(e: exp.Expression) -> exp.Expression:
         return e.transform(lambda n: columns[n.name].copy()

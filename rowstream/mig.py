@@ -93,9 +93,11 @@ class Mig:
         self.fragments = {f.id: f for f in fragments(self.deployment.physical)}
         # Every table of the part after the MIG: the crossings', and those of Spark operators'
         # rows that a DB-op reads.
+        self.panes = [p for f in self.fragments.values() for p in f.panes]
         tables = {t.table: t for t in (input_table(n, plan) for n in self.crossings.values())}
         for fragment in self.fragments.values():
             tables.update({t.table: t for t in fragment.inputs})
+        tables.update({p.table.table: p.table for p in self.panes})
         self.tables = list(tables.values())
         # SQL that reads a crossing's rows for the window_ends, built once, not per micro-batch.
         self.reads = {rid: read_sql(node, plan) for rid, node in self.crossings.items()}
@@ -167,7 +169,8 @@ class Mig:
             if rid == self.root and self.direct:
                 results = self._final(rows)
             else:
-                self.store.append(self.query, input_table(node, self.plan).table, rows, batch_id)
+                self.store.append_input(self.query, input_table(node, self.plan), rows, batch_id,
+                                        self.panes)
 
         ends = self._complete_ends(before.last_end, first_ts, frontiers)
         if ends and not self.direct:

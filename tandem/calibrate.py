@@ -326,7 +326,7 @@ def _duckdb(model: _Model) -> dict[tuple[str, str], Fitted]:
                 if (schema, table.table) not in loaded:
                     store.create(schema)
                     rows = SmartPlugs(rate=rate).between(0, size).select(list(table.columns))
-                    store.append(schema, table.table, rows, 0)
+                    store.append_input(schema, table, rows, 0, fragment.panes)
                     loaded.add((schema, table.table))
             store.evaluate(schema, fragment.sql, [end])  # warm
             return min(_time(lambda: store.evaluate(schema, fragment.sql, [end]))

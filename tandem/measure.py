@@ -62,13 +62,13 @@ def preload(store: ColumnarStore, plan: Explanation, stream: pa.Table, seconds: 
     physical = plan.optimization.plan
     name, logical = plan.query.stem, physical.logical
     store.create(name, fresh=True)
+    panes = [p for f in plan.fragments for p in f.panes]
     for node in deploy(physical).crossings:
         predicates, columns = stateless_rows(node)
-        store.append(name, input_table(node, logical).table, stream, -1,
-                     select=", ".join(f'{e.sql(dialect="duckdb")} AS "{c}"'
-                                      for c, e in columns.items()),
-                     where=" AND ".join(f"({p.sql(dialect='duckdb')})" for p in predicates)
-                     or "TRUE")
+        select = ", ".join(f'{e.sql(dialect="duckdb")} AS "{c}"' for c, e in columns.items())
+        where = " AND ".join(f"({p.sql(dialect='duckdb')})" for p in predicates) or "TRUE"
+        store.append_input(name, input_table(node, logical), stream, -1, panes,
+                           source=f"SELECT {select} FROM __rows WHERE {where}")
     slide = logical.root.slide
     start = EPOCH + timedelta(seconds=DEBS_START)
     end = start + timedelta(seconds=math.floor(seconds / slide) * slide)

@@ -11,7 +11,7 @@ import duckdb
 import pytest
 import sqlglot
 
-from columnar.fragment_sql import fragments
+from columnar.fragment_sql import ROWS, fragments
 from optimizer import optimize
 from tests.conftest import query_sql
 
@@ -32,17 +32,23 @@ def at(seconds: int) -> dt.datetime:
 
 
 def run_fragment(fragment, tables: dict[str, list[tuple]]) -> list[tuple]:
+    """The fragment's rows over input tables filled as the store fills them (a windowed
+    stream's rows with their pane, and the partial aggregates of its pane tables)."""
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     con.execute("CREATE TABLE window_ends (window_end TIMESTAMP)")
     con.executemany("INSERT INTO window_ends VALUES (?)", [(at(s),) for s in WINDOW_ENDS])
     for table in fragment.inputs:
         columns = ", ".join(f"{c} {TYPES.get(c, 'BIGINT')}" for c in table.columns)
-        con.execute(f"CREATE TABLE {table.table} ({columns})")
-        rows = tables[table.table]
-        if rows:
+        con.execute(f"CREATE TABLE {ROWS} ({columns})")
+        if tables[table.table]:
             marks = ", ".join("?" for _ in table.columns)
-            con.executemany(f"INSERT INTO {table.table} VALUES ({marks})", rows)
+            con.executemany(f"INSERT INTO {ROWS} VALUES ({marks})", tables[table.table])
+        con.execute(f"CREATE TABLE {table.table} AS {table.stored_sql()}")
+        for pane in fragment.panes:
+            if pane.source == table.table:
+                con.execute(f"CREATE TABLE {pane.table.table} AS {pane.sql}")
+        con.execute(f"DROP TABLE {ROWS}")
     return sorted(con.execute(fragment.sql).fetchall())
 
 
@@ -104,10 +110,14 @@ def test_fragment_sql_is_duckdb_sql_that_sqlglot_transpiles(catalog, profile, na
 def _with_empty_inputs(fragment) -> str:
     """The fragment's SQL over empty inputs of the right shape, so DuckDB plans it for real."""
     ctes = ["window_ends AS (SELECT NULL::TIMESTAMP AS window_end WHERE false)"]
-    for table in fragment.inputs:
-        cols = ", ".join(f"NULL::{'TIMESTAMP' if c in ('ts', 'window_end') else 'DOUBLE'} AS {c}"
-                         for c in table.columns)
-        ctes.append(f"{table.table} AS (SELECT {cols} WHERE false)")
+    for table in (*fragment.inputs, *(p.table for p in fragment.panes)):
+        cols = ", ".join(f"NULL::{_type(c)} AS {c}" for c in table.columns)
+        pane = ", NULL::BIGINT AS _pane" if table.panes_per_window and table.time_column else ""
+        ctes.append(f"{table.table} AS (SELECT {cols}{pane} WHERE false)")
     body = fragment.sql
     assert body.startswith("WITH ")
     return "WITH " + ", ".join(ctes) + ", " + body[len("WITH "):]
+
+
+def _type(column: str) -> str:
+    return {"ts": "TIMESTAMP", "window_end": "TIMESTAMP", "_pane": "BIGINT"}.get(column, "DOUBLE")

@@ -99,14 +99,11 @@ def test_duckdb_fragments_of_every_placement_match_the_reference(catalog, profil
         for fragment in fragments(physical):
             store = ColumnarStore(":memory:")
             store.create(name)
-            inputs = {}
             for table in fragment.inputs:
                 node = physical.logical.by_id[table.table.removeprefix("in_")]
                 rows = (truth.relation(node) if table.window_size is None
                         else stream_rows(node, streams)).select(table.columns)
-                inputs[table.table] = rows.to_arrow()
-            for table, rows in inputs.items():
-                store.append(name, table, rows, batch_id=0)
+                store.append_input(name, table, rows.to_arrow(), 0, fragment.panes)
             got = pl.from_arrow(store.evaluate(name, fragment.sql, ends))
             root = physical.logical.by_id[fragment.members[-1]]
             want = truth.result(root)
