@@ -114,6 +114,14 @@ class ColumnarStore:
                 self.append(query, pane.table.table, rows, batch_id, over(pane.sql))
         return self.append(query, table.table, rows, batch_id, over(table.stored_sql()))
 
+    def rebuild_panes(self, query: str, pane: PaneTable) -> None:
+        """Compute a pane table anew from the rows its source table holds."""
+        schema = schema_name(query)
+        stored = f"SELECT * EXCLUDE ({PANE}, _batch) FROM {schema}.{pane.source}"
+        self._run(f"CREATE OR REPLACE TABLE {schema}.{pane.table.table} AS SELECT *, "
+                  f"0::BIGINT AS _batch FROM (WITH {ROWS} AS ({stored}) {pane.sql})")
+        self._created.add(f"{schema}.{pane.table.table}")
+
     def evaluate(self, query: str, sql: str, ends: Iterable[datetime]) -> pa.Table:
         """A query over the input tables (a DB-op's, ``fragment_sql.read_sql``) for all of
         ``ends`` at once, as Arrow."""
