@@ -124,14 +124,16 @@ def _translate(name: str, member_ids: tuple[str, ...], plan: LogicalPlan) -> Fra
     members = frozenset(by_id[m] for m in member_ids)
     root = by_id[member_ids[-1]]  # members are listed in post-order: the root comes last
     ctes: list[tuple[str, exp.Expression]] = []
-    inputs: dict[str, FragmentInput] = {}
+    inputs: dict[str, FragmentInput] = {}  # read as rows or through their panes
+    expanded: set[str] = set()  # inputs read as rows
     panes: list[PaneTable] = []
     relation: dict[Node, str] = {}
 
     def input_relation(node: Node) -> str:
         table = input_table(node, plan)
         inputs.setdefault(table.table, table)
-        if f"{table.table}_windows" not in dict(ctes):
+        if table.table not in expanded:
+            expanded.add(table.table)
             ctes.append((f"{table.table}_windows", _expand(table, node.columns)))
         return f"{table.table}_windows"
 
@@ -180,27 +182,27 @@ def _pane_table(node: Node, members: frozenset[Node], plan: LogicalPlan) -> Pane
     source = input_table(stream, plan)
     if source.panes_per_window is None:
         return None
+    # Everything the partials read, as expressions over the rows the source table stores.
     predicates, columns = stateless_rows(node.inputs[0], base=stream)
-    used = [*predicates, *(a.arg for a in node.aggregates if a.arg is not None)]
     keys = [k for k in node.group_by if k not in WINDOW_COLUMNS]
-    if any(k not in columns for k in keys) or any(
-            c.name not in source.columns for e in used for c in e.find_all(exp.Column)):
+    if any(k not in columns for k in keys):
+        return None
+    args = {a.name: exp.Star() if a.arg is None else a.arg.transform(
+        lambda n: columns[n.name].copy() if isinstance(n, exp.Column) and n.name in columns
+        else n) for a in node.aggregates}
+    groups = [columns[k] for k in keys]
+    if any(c.name not in source.columns for e in (*predicates, *groups, *args.values())
+           for c in e.find_all(exp.Column)):
         return None  # it reads the window's bounds: rows must be expanded to their windows
 
-    def over_rows(e: exp.Expression) -> exp.Expression:
-        return e.transform(lambda n: columns[n.name].copy()
-                           if isinstance(n, exp.Column) and n.name in columns else n)
-
-    groups = [over_rows(columns[k]) for k in keys]
     groups.append(exp.maybe_parse(_pane_of(source.time_column, source.slide_us), dialect=DUCKDB))
     select = [exp.alias_(g.copy(), name) for g, name in zip(groups, (*keys, PANE), strict=True)]
     partials = []
     for a in node.aggregates:
-        arg = exp.Star() if a.arg is None else over_rows(a.arg)
         for func, suffix in PARTIALS[a.func]:
             partials.append(f"_{a.name}{suffix}")
-            select.append(exp.alias_(exp.func(func, arg.copy()), partials[-1]))
-    query = exp.select(*select).from_(ROWS).group_by(*groups)
+            select.append(exp.alias_(exp.func(func, args[a.name].copy()), partials[-1]))
+    query = exp.select(*select).from_(ROWS).group_by(*[g.copy() for g in groups])
     if predicates:
         query = query.where(exp.and_(*[p.copy() for p in predicates]))
     table = FragmentInput(f"panes_{plan.ids[node]}", (*keys, PANE, *partials),

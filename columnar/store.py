@@ -143,7 +143,7 @@ class ColumnarStore:
             # Rows (or panes) of a windowed stream in no window ending at next_end or later.
             if table.window_size is None:  # rows tagged with their window_end
                 condition = "window_end < ?"
-            elif table.panes_per_window is not None:  # the window ending at K·β needs K - W/β + 1 on
+            elif table.panes_per_window is not None:  # the window at K·β reads K - W/β + 1 on
                 condition = (f"{PANE} <= epoch_us(?::TIMESTAMP) // {table.slide_us} "
                              f"- {table.panes_per_window}")
             else:

@@ -97,6 +97,31 @@ def test_q3_fragment_reads_a_spark_aggregate_tagged_with_window_end(catalog, pro
     ]
 
 
+def test_aggregates_over_a_windows_rows_combine_partials_per_pane(catalog, profile):
+    result = optimize(query_sql("q3"), catalog, profile, 1000, placement="duckdb")
+    [fragment] = fragments(result.plan)
+    # Both windowed aggregates read their panes; no reading is expanded to its windows.
+    assert [p.table.table for p in fragment.panes] == ["panes_aggregate_1", "panes_aggregate_2"]
+    assert "_windows" not in fragment.sql
+    # window_end 60 s: plug 1's loads 10, 100, 95, 50; plug 2's 5 and 5 (both windows).
+    rows = run_fragment(fragment, {"in_window_1": stream_rows(), "in_window_2": stream_rows()})
+    assert (1, 1, 1, at(60), 100.0, 100.0, 63.75, 63.75, 0.0, 0.0) in rows
+    assert (1, 1, 2, at(60), 5.0, 5.0, 5.0, 5.0, 0.0, 0.0) in rows
+
+
+def test_a_median_has_no_partials_and_reads_the_windows_rows(catalog, profile):
+    sql = ("SELECT house_id, household_id, plug_id, window_end, MEDIAN(value) AS m "
+           "FROM HOP(plugs, ts, INTERVAL '1' SECOND, INTERVAL '5' MINUTES) WHERE property = 1 "
+           "GROUP BY house_id, household_id, plug_id, window_end")
+    [fragment] = fragments(optimize(sql, catalog, profile, 1000, placement="duckdb").plan)
+    assert fragment.panes == ()
+    assert run_fragment(fragment, {"in_window_1": stream_rows()}) == sorted([
+        (1, 1, 1, at(25), 55.0), (1, 1, 2, at(25), 5.0),  # 10, 100; 5
+        (1, 1, 1, at(60), 72.5), (1, 1, 2, at(60), 5.0),  # 10, 100, 95, 50; 5, 5
+        (1, 1, 1, at(330), 72.5),  # [30 s, 330 s): 95, 50
+    ])
+
+
 @pytest.mark.parametrize("name", ["q1", "q2", "q3", "q4", "q5", "q6", "j5"])
 def test_fragment_sql_is_duckdb_sql_that_sqlglot_transpiles(catalog, profile, name):
     for placement in ("duckdb", "auto"):
