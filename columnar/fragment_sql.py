@@ -40,6 +40,7 @@ from optimizer.logical import (
     Select,
     source_window,
     stateless_rows,
+    substitute,
 )
 from optimizer.physical import PhysicalPlan
 
@@ -84,7 +85,7 @@ class PaneTable:
     """Partial aggregates per (group, pane) of an aggregate over the rows of ``source``."""
 
     table: FragmentInput  # panes_<aggregate id>; its window and slide are the source's
-    source: str  # the input table whose appended rows feed it
+    source: FragmentInput  # the input table whose appended rows feed it
     sql: str  # over the appended rows (``__input``)
 
 
@@ -145,7 +146,7 @@ def _translate(name: str, member_ids: tuple[str, ...], plan: LogicalPlan) -> Fra
             return relation[node]
         pane_table = _pane_table(node, members, plan)
         if pane_table:
-            inputs.setdefault(pane_table.source, input_table(_stream_input(node, members), plan))
+            inputs.setdefault(pane_table.source.table, pane_table.source)
             panes.append(pane_table)
             ctes.append((ids[node], _combine_panes(node, pane_table.table)))
         else:
@@ -187,9 +188,8 @@ def _pane_table(node: Node, members: frozenset[Node], plan: LogicalPlan) -> Pane
     keys = [k for k in node.group_by if k not in WINDOW_COLUMNS]
     if any(k not in columns for k in keys):
         return None
-    args = {a.name: exp.Star() if a.arg is None else a.arg.transform(
-        lambda n: columns[n.name].copy() if isinstance(n, exp.Column) and n.name in columns
-        else n) for a in node.aggregates}
+    args = {a.name: exp.Star() if a.arg is None else substitute(a.arg, columns)
+            for a in node.aggregates}
     groups = [columns[k] for k in keys]
     if any(c.name not in source.columns for e in (*predicates, *groups, *args.values())
            for c in e.find_all(exp.Column)):
@@ -207,7 +207,7 @@ def _pane_table(node: Node, members: frozenset[Node], plan: LogicalPlan) -> Pane
         query = query.where(exp.and_(*[p.copy() for p in predicates]))
     table = FragmentInput(f"panes_{plan.ids[node]}", (*keys, PANE, *partials),
                           source.window_size, None, source.slide)
-    return PaneTable(table, source.table, query.sql(dialect=DUCKDB))
+    return PaneTable(table, source, query.sql(dialect=DUCKDB))
 
 
 def _combine_panes(node: Aggregate, panes: FragmentInput) -> exp.Expression:

@@ -110,14 +110,14 @@ class ColumnarStore:
             return f"WITH {ROWS} AS ({source}) {sql}"
 
         for pane in panes:
-            if pane.source == table.table:
+            if pane.source.table == table.table:
                 self.append(query, pane.table.table, rows, batch_id, over(pane.sql))
         return self.append(query, table.table, rows, batch_id, over(table.stored_sql()))
 
     def rebuild_panes(self, query: str, pane: PaneTable) -> None:
         """Compute a pane table anew from the rows its source table holds."""
         schema = schema_name(query)
-        stored = f"SELECT * EXCLUDE ({PANE}, _batch) FROM {schema}.{pane.source}"
+        stored = f"SELECT * EXCLUDE ({PANE}, _batch) FROM {schema}.{pane.source.table}"
         self._run(f"CREATE OR REPLACE TABLE {schema}.{pane.table.table} AS SELECT *, "
                   f"0::BIGINT AS _batch FROM (WITH {ROWS} AS ({stored}) {pane.sql})")
         self._created.add(f"{schema}.{pane.table.table}")

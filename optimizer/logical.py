@@ -229,17 +229,18 @@ def stateless_rows(node: Node, base: Node | None = None
     if node is base or isinstance(node, Window):
         return [], {c: exp.column(c) for c in node.columns if c not in WINDOW_COLUMNS}
     predicates, columns = stateless_rows(node.input, base)
-
-    def substitute(e: exp.Expression) -> exp.Expression:
-        return e.transform(lambda n: columns[n.name].copy()
-                           if isinstance(n, exp.Column) and n.name in columns else n)
-
     if isinstance(node, Select):
-        return [*predicates, substitute(node.predicate)], columns
+        return [*predicates, substitute(node.predicate, columns)], columns
     if isinstance(node, Project):
-        return predicates, {n: substitute(e) for n, e in node.expressions
+        return predicates, {n: substitute(e, columns) for n, e in node.expressions
                             if n not in WINDOW_COLUMNS}
     raise TypeError(f"{node.kind} is not a stateless operator")
+
+
+def substitute(e: exp.Expression, columns: dict[str, exp.Expression]) -> exp.Expression:
+    """``e`` with each column that ``columns`` defines replaced by its definition."""
+    return e.transform(lambda n: columns[n.name].copy()
+                       if isinstance(n, exp.Column) and n.name in columns else n)
 
 
 def _duration(seconds: float) -> str:

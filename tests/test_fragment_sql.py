@@ -46,7 +46,7 @@ def run_fragment(fragment, tables: dict[str, list[tuple]]) -> list[tuple]:
             con.executemany(f"INSERT INTO {ROWS} VALUES ({marks})", tables[table.table])
         con.execute(f"CREATE TABLE {table.table} AS {table.stored_sql()}")
         for pane in fragment.panes:
-            if pane.source == table.table:
+            if pane.source.table == table.table:
                 con.execute(f"CREATE TABLE {pane.table.table} AS {pane.sql}")
         con.execute(f"DROP TABLE {ROWS}")
     return sorted(con.execute(fragment.sql).fetchall())
