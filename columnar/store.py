@@ -30,8 +30,9 @@ DEFAULT_PATH = Path(".tandem/tandem.duckdb")
 
 @dataclass(frozen=True)
 class Progress:
-    """How far a run has come: its first event, the last window_end it evaluated and, for each
-    relation that Spark's stateful operators hand over, the last window_end they completed."""
+    """How far a run has come: its first event, the last window_end it evaluated and how far
+    its arrivals are complete (``rowstream.mig``: the stream up to its latest event, each
+    relation of Spark's stateful operators up to the last window_end they completed)."""
 
     first_ts: datetime | None = None
     last_end: datetime | None = None
@@ -56,7 +57,15 @@ class ColumnarStore:
     def close(self) -> None:
         self.con.close()
 
-    def _run(self, sql: str, params: list | None = None) -> list:
+    def cursor(self) -> ColumnarStore:
+        """A handle on the same database for another thread: a DuckDB connection serves one
+        thread at a time, and each handle has transactions of its own."""
+        other = object.__new__(ColumnarStore)
+        other.path, other.con, other._created = self.path, self.con.cursor(), self._created
+        other._run("SET TimeZone = 'UTC'")
+        return other
+
+    def _run(self, sql: str, params: list | dict | None = None) -> list:
         """Execute a statement and consume its result (DuckDB 2 requires it before the next)."""
         return self.con.execute(sql, params or []).fetchall()
 
@@ -159,39 +168,65 @@ class ColumnarStore:
     # -- progress and results ---------------------------------------------------------------
 
     def progress(self, query: str, before: int) -> Progress:
-        """The progress after the batches before ``before``."""
+        """The progress after the batches before ``before``: the arrivals of the last one, and
+        the last window_end evaluated (a batch's evaluation may not have committed yet)."""
+        schema = schema_name(query)
         rows = self._run(
-            f"SELECT first_ts, last_end, frontiers FROM {schema_name(query)}.progress "
-            "WHERE batch_id < ? ORDER BY batch_id DESC LIMIT 1", [before])
+            f"SELECT first_ts, frontiers, (SELECT max(last_end) FROM {schema}.progress "
+            f"WHERE batch_id < $before) FROM {schema}.progress WHERE batch_id < $before "
+            "ORDER BY batch_id DESC LIMIT 1", {"before": before})
         if not rows:
             return Progress()
-        first_ts, last_end, frontiers = rows[0]
+        first_ts, frontiers, last_end = rows[0]
         return Progress(first_ts, last_end, {k: datetime.fromisoformat(v)
                                              for k, v in json.loads(frontiers or "{}").items()})
 
-    def commit(self, query: str, batch_id: int, rows: pa.Table | None,
-               progress: Progress) -> int:
-        """Record a batch's results and progress in one transaction. Replaying the batch
-        replaces both, so a restart from a checkpoint neither loses nor duplicates rows."""
+    def arrived(self, query: str, batch_id: int, first_ts: datetime | None,
+                frontiers: dict[str, datetime]) -> None:
+        """Record how far a batch's arrivals complete the crossings, once its rows are
+        appended. A replayed batch first takes back what it and later batches committed: their
+        results and progress are evaluated again."""
         schema = schema_name(query)
-        self._run("BEGIN TRANSACTION")
-        try:
+        with self._transaction():
+            if f"{schema}.results" in self._created or self._exists(schema, "results"):
+                self._run(f"DELETE FROM {schema}.results WHERE batch_id >= ?", [batch_id])
+            self._run(f"DELETE FROM {schema}.progress WHERE batch_id >= ?", [batch_id])
+            self._run(f"INSERT INTO {schema}.progress VALUES (?, ?, NULL, ?)",
+                      [batch_id, first_ts,
+                       json.dumps({k: v.isoformat() for k, v in frontiers.items()})])
+
+    def commit(self, query: str, batch_id: int, rows: pa.Table | None,
+               last_end: datetime | None) -> int:
+        """Record the results of an arrived batch's evaluation and the last window_end it
+        evaluated, in one transaction: a restart finds either both or neither, and evaluates
+        again from the last committed window_end."""
+        schema = schema_name(query)
+        with self._transaction():
             if rows is not None:
                 with self._view("__results", rows):
                     self._run(f"CREATE TABLE IF NOT EXISTS {schema}.results AS "
                               "SELECT 0::BIGINT AS batch_id, * FROM __results LIMIT 0")
+                    self._created.add(f"{schema}.results")
                     self._run(f"DELETE FROM {schema}.results WHERE batch_id = ?", [batch_id])
                     self._run(f"INSERT INTO {schema}.results SELECT ?::BIGINT, * FROM __results",
                               [batch_id])
-            self._run(f"DELETE FROM {schema}.progress WHERE batch_id >= ?", [batch_id])
-            frontiers = json.dumps({k: v.isoformat() for k, v in progress.frontiers.items()})
-            self._run(f"INSERT INTO {schema}.progress VALUES (?, ?, ?, ?)",
-                      [batch_id, progress.first_ts, progress.last_end, frontiers])
+            self._run(f"UPDATE {schema}.progress SET last_end = ? WHERE batch_id = ?",
+                      [last_end, batch_id])
+        return 0 if rows is None else rows.num_rows
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        self._run("BEGIN TRANSACTION")
+        try:
+            yield
             self._run("COMMIT")
         except BaseException:
             self._run("ROLLBACK")
             raise
-        return 0 if rows is None else rows.num_rows
+
+    def _exists(self, schema: str, table: str) -> bool:
+        return bool(self._run("SELECT 1 FROM duckdb_tables() WHERE schema_name = ? "
+                              "AND table_name = ?", [schema, table]))
 
     def results(self, query: str) -> pa.Table:
         return self.con.sql(

@@ -14,9 +14,15 @@ For every micro-batch it
 2. evaluates the part of the plan after the MIG for every window_end that all crossings have
    completed, bottom-up: each DB-op as one DuckDB query over all those window_ends, each Spark
    operator after a DB-op on DataFrames of DuckDB's rows (``createDataFrame`` from Arrow);
-3. commits the result rows and the progress together, keyed by the batch id, so that Spark's
-   replay of a batch after a restart neither loses nor duplicates rows;
+3. commits the result rows and the last window_end evaluated together, keyed by the batch id,
+   so that Spark's replay of a batch after a restart neither loses nor duplicates rows;
 4. purges the rows no open window needs.
+
+Steps 2–4 run in a thread of their own, one batch at a time, while Spark prepares the next
+micro-batch: on two cores Spark's per-batch work and DuckDB's evaluation overlap. Step 1 stays
+in ``foreachBatch``: once Spark has committed a batch, its rows and how far they complete the
+crossings are in DuckDB, and an evaluation a restart interrupted is redone from the last
+committed window_end (``ColumnarStore.arrived`` / ``commit``).
 
 When the whole plan runs in Spark, the root is the only crossing and, once Spark has tagged its
 rows with their window, they are the results as they come; with the "buckets" design
@@ -26,8 +32,10 @@ It counts the tuples and bytes it moves in each direction.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import reduce
@@ -38,7 +46,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from columnar.fragment_sql import fragments, input_table, read_sql
-from columnar.store import ColumnarStore, Progress
+from columnar.store import ColumnarStore
 from optimizer.deployment import Deployment
 from optimizer.logical import Node
 from rowstream.buckets import evaluate_in_buckets
@@ -57,6 +65,16 @@ class Transfers:
     to_duckdb_bytes: int = 0
     to_spark_tuples: int = 0
     to_spark_bytes: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def count(self, rows: pa.Table, to_spark: bool = False) -> None:
+        with self._lock:  # the arrivals' thread and the evaluations' thread both move rows
+            if to_spark:
+                self.to_spark_tuples += rows.num_rows
+                self.to_spark_bytes += rows.nbytes
+            else:
+                self.to_duckdb_tuples += rows.num_rows
+                self.to_duckdb_bytes += rows.nbytes
 
 
 @dataclass
@@ -67,7 +85,21 @@ class BatchReport:
     window_ends: int  # window_ends evaluated
     result_rows: int
     quarantined: int  # rows a source could not read
-    seconds: float
+    seconds: float  # from the batch's arrival to its evaluation's commit
+
+
+@dataclass
+class Arrival:
+    """A micro-batch whose rows are in DuckDB, to be evaluated."""
+
+    batch_id: int
+    started: float  # perf_counter when foreachBatch began
+    tuples: int
+    latest: datetime | None
+    quarantined: int
+    first_ts: datetime | None  # the run's first event
+    frontiers: dict[str, datetime]  # how far the crossings are complete after the batch
+    results: pa.Table | None  # the root's rows, when Spark computed them (``Mig.direct``)
 
 
 @dataclass
@@ -103,6 +135,9 @@ class Mig:
         self.reads = {rid: read_sql(node, plan) for rid, node in self.crossings.items()}
         self.root = plan.relation_ids[plan.root]
         self.direct = self.root in self.crossings and plan.root.instantiated
+        self.evaluator = self.store.cursor()
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"tandem-{self.query}")
+        self._pending: Future | None = None
 
     def stream(self, source: DataFrame) -> DataFrame:
         """What ``foreachBatch`` receives. The source is scanned once for its event times, its
@@ -129,18 +164,34 @@ class Mig:
                       parts, source.select(*scan))
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        started = time.perf_counter()
         try:
-            report = self._process(batch, batch_id)
-            report.seconds = time.perf_counter() - started
-            if self.on_batch:
-                self.on_batch(report)
+            arrival = self._arrive(batch, batch_id, time.perf_counter())
+            self._wait()  # one evaluation at a time, in batch order
+            self._pending = self._thread.submit(self._evaluate_batch, arrival)
         except Exception as err:
             # Spark wraps it in a Java exception whose message begins with the Py4J proxy's.
-            self.failure = err
+            self.failure = self.failure or err
             raise
 
-    def _process(self, batch: DataFrame, batch_id: int) -> BatchReport:
+    def _wait(self) -> None:
+        """Wait for the pending evaluation; raise what stopped one (it fails the query)."""
+        if self._pending is not None:
+            self._pending.result()
+        if self.failure is not None:
+            raise self.failure
+
+    def drain(self) -> None:
+        """Wait for the pending evaluation; what stopped it stays in ``failure``."""
+        if self._pending is not None:
+            self._pending.exception()
+
+    def close(self) -> None:
+        self.drain()
+        self._thread.shutdown()
+        self.evaluator.close()
+
+    def _arrive(self, batch: DataFrame, batch_id: int, started: float) -> Arrival:
+        """Step 1: the batch's rows into DuckDB, and how far they complete the crossings."""
         before = self.store.progress(self.query, before=batch_id)
         frontiers = dict(before.frontiers)
         # One Spark job moves the whole micro-batch; Arrow splits it by relation.
@@ -164,25 +215,39 @@ class Mig:
                 if marks.num_rows:
                     frontiers[rid] = max(pc.max(marks.column("window_end")).as_py(),
                                          frontiers.get(rid, EPOCH))
-            self.transfers.to_duckdb_tuples += rows.num_rows
-            self.transfers.to_duckdb_bytes += rows.nbytes
+            self.transfers.count(rows)
             if rid == self.root and self.direct:
                 results = self._final(rows)
             else:
                 self.store.append_input(self.query, input_table(node, self.plan), rows, batch_id,
                                         self.panes)
+        self.store.arrived(self.query, batch_id, first_ts, frontiers)
+        return Arrival(batch_id, started, tuples, latest, quarantined.num_rows, first_ts,
+                       frontiers, results)
 
-        ends = self._complete_ends(before.last_end, first_ts, frontiers)
-        if ends and not self.direct:
-            results = self._evaluate(ends, batch_id)
-        last_end = ends[-1] if ends else before.last_end
-        count = self.store.commit(self.query, batch_id, results,
-                                  Progress(first_ts, last_end, frontiers))
-        if ends and not self.direct:
-            # One batch behind: a replay of this batch still finds the rows it needs.
-            self.store.purge(self.query, self.tables, ends[0])
-        self.finished = bool(self.final_end and last_end and last_end >= self.final_end)
-        return BatchReport(batch_id, tuples, latest, len(ends), count, quarantined.num_rows, 0.0)
+    def _evaluate_batch(self, arrival: Arrival) -> None:
+        """Steps 2–4 for the window_ends an arrived batch completes, on the evaluator thread."""
+        try:
+            store, batch_id = self.evaluator, arrival.batch_id
+            # The evaluation of the batch before has committed: its last window_end is final.
+            last = store.progress(self.query, before=batch_id).last_end
+            ends = self._complete_ends(last, arrival.first_ts, arrival.frontiers)
+            results = arrival.results
+            if ends and not self.direct:
+                results = self._evaluate(ends, batch_id)
+            last_end = ends[-1] if ends else last
+            count = store.commit(self.query, batch_id, results, last_end)
+            if ends and not self.direct:
+                # One batch behind: a replay of this batch still finds the rows it needs.
+                store.purge(self.query, self.tables, ends[0])
+            self.finished = bool(self.final_end and last_end and last_end >= self.final_end)
+            if self.on_batch:
+                self.on_batch(BatchReport(batch_id, arrival.tuples, arrival.latest, len(ends),
+                                          count, arrival.quarantined,
+                                          time.perf_counter() - arrival.started))
+        except Exception as err:
+            self.failure = err
+            raise
 
     def _complete_ends(self, last_end: datetime | None, first_ts: datetime | None,
                        frontiers: dict[str, datetime]) -> list[datetime]:
@@ -205,7 +270,7 @@ class Mig:
     def _evaluate(self, ends: list[datetime], batch_id: int) -> pa.Table:
         """The part of the plan after the MIG, bottom-up, for ``ends``: the root's rows."""
         if self.root in self.crossings:  # Spark's rows of a windowed stream, one per window
-            return self._final(self.store.evaluate(self.query, self.reads[self.root], ends))
+            return self._final(self.evaluator.evaluate(self.query, self.reads[self.root], ends))
         outputs: dict[str, pa.Table | DataFrame] = {}
         for step in self.deployment.steps:
             rid = self.plan.relation_ids[step.node]
@@ -216,9 +281,9 @@ class Mig:
                 for table in fragment.inputs:
                     source = table.table.removeprefix("in_")
                     if source in outputs:  # rows of a Spark operator after the MIG
-                        self.store.append(self.query, table.table,
-                                          self._arrow(outputs[source]), batch_id)
-                outputs[rid] = self.store.evaluate(self.query, fragment.sql, ends)
+                        self.evaluator.append(self.query, table.table,
+                                              self._arrow(outputs[source]), batch_id)
+                outputs[rid] = self.evaluator.evaluate(self.query, fragment.sql, ends)
             else:
                 outputs[rid] = apply(step.node, [self._dataframe(i, outputs, ends)
                                                  for i in step.node.inputs])
@@ -228,13 +293,12 @@ class Mig:
         """A Spark operator's input after the MIG, for ``ends``."""
         rid = self.plan.relation_ids[node]
         if rid in self.crossings:
-            value = self.store.evaluate(self.query, self.reads[rid], ends)
+            value = self.evaluator.evaluate(self.query, self.reads[rid], ends)
         else:
             value = outputs[rid]
         if isinstance(value, DataFrame):
             return value
-        self.transfers.to_spark_tuples += value.num_rows
-        self.transfers.to_spark_bytes += value.nbytes
+        self.transfers.count(value, to_spark=True)
         frame = self.spark.createDataFrame(utc_instants(value))
         if rid not in self.crossings:
             outputs[rid] = frame
@@ -245,8 +309,7 @@ class Mig:
 
     def _to_duckdb(self, frame: DataFrame) -> pa.Table:
         rows = naive(frame.toArrow())
-        self.transfers.to_duckdb_tuples += rows.num_rows
-        self.transfers.to_duckdb_bytes += rows.nbytes
+        self.transfers.count(rows)
         return rows
 
     def _final(self, rows: pa.Table) -> pa.Table:

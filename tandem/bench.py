@@ -191,9 +191,11 @@ def summary(points: list[Point]) -> dict:
         out["queries"][q] = {
             "max_rate": rates,
             "ratio_vs_spark": _ratio(rates[CHOICE], rates[SPARK]),
-            "ratio_vs_duckdb": _ratio(rates[CHOICE], rates[DUCKDB]),
-            "capacity_ratio_vs_spark": _ratio(*_capacities(mine, SPARK)),
-            "capacity_ratio_vs_duckdb": _ratio(*_capacities(mine, DUCKDB))}
+            "ratio_vs_duckdb": _ratio(rates[CHOICE], rates[DUCKDB])}
+        for name, role in (("spark", SPARK), ("duckdb", DUCKDB)):
+            rate, ours, theirs = _capacities(mine, role)
+            out["queries"][q][f"capacity_ratio_vs_{name}"] = _ratio(ours, theirs)
+            out["queries"][q][f"capacity_ratio_rate_vs_{name}"] = rate
     within, total = prediction_share(points)
     out["overall"] = {"optimizer_accuracy": accuracy(points),
                       "prediction_within_1_5x": within / total if total else None,
@@ -208,13 +210,15 @@ def points_from(data: dict) -> list[Point]:
                                           for m in p["plans"]]) for p in data["points"]]
 
 
-def _capacities(points: list[Point], role: str) -> tuple[float, float]:
-    """The optimiser's and the role's capacity at the lowest rate both were measured at."""
-    for p in points:
+def _capacities(points: list[Point], role: str) -> tuple[float, float, float]:
+    """(rate, the optimiser's capacity, the role's) at the highest rate where both were
+    measured, neither carried from a lower rate nor a bound: their ratio at equal load, which a
+    doubling grid of rates does not blur."""
+    for p in reversed(points):
         a, b = p.role(CHOICE), p.role(role)
-        if a.capacity and b.capacity and a.carried_from is None and b.carried_from is None:
-            return a.capacity, b.capacity
-    return 0.0, 0.0
+        if all(m.capacity and m.carried_from is None and not m.bound for m in (a, b)):
+            return p.rate, a.capacity, b.capacity
+    return 0.0, 0.0, 0.0
 
 
 def _ratio(a: float, b: float) -> float | None:

@@ -22,7 +22,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from columnar.fragment_sql import input_table
-from columnar.store import ColumnarStore, Progress
+from columnar.store import ColumnarStore
 from optimizer.deployment import deploy
 from optimizer.logical import stateless_rows
 from rowstream.mig import EPOCH, STREAM
@@ -72,7 +72,8 @@ def preload(store: ColumnarStore, plan: Explanation, stream: pa.Table, seconds: 
     slide = logical.root.slide
     start = EPOCH + timedelta(seconds=DEBS_START)
     end = start + timedelta(seconds=math.floor(seconds / slide) * slide)
-    store.commit(name, -1, None, Progress(start, end, {STREAM: end}))
+    store.arrived(name, -1, start, {STREAM: end})
+    store.commit(name, -1, None, end)
 
 
 def capacity(plan: Explanation, rate: float, *, warmup: float, measure: float,

@@ -114,14 +114,16 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
         started = time.perf_counter()
         handle = writer.queryName(_query_name(spark, name)).start()
     try:
-        while handle.isActive and not bridge.finished and (generated or not _drained(handle)):
+        while (handle.isActive and not bridge.finished and bridge.failure is None
+               and (generated or not _drained(handle))):
             if stop_after is not None and len(reports) >= stop_after:
                 break
             if stop_when is not None and stop_when():
                 break
             time.sleep(0.05)
+        bridge.drain()  # the last batch's evaluation
         # A query that stopped with an error is inactive: its results so far are not the run's.
-        if handle.exception():
+        if handle.exception() or bridge.failure:
             cause = bridge.failure or handle.exception()
             first_line = (str(cause).strip().splitlines() or [""])[0]
             raise TandemError(f"the Spark query failed: {type(cause).__name__}: {first_line} "
@@ -129,6 +131,7 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
                               "checkpoint)")
     finally:
         handle.stop()
+        bridge.close()
         columnar.close()
     wall = time.perf_counter() - started
     return RunSummary(name, physical.placement, sum(r.tuples for r in reports), len(reports),

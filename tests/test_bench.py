@@ -65,6 +65,14 @@ def test_summary_gives_ratios_of_max_rates():
     assert figures["ratio_vs_duckdb"] == 1.0
 
 
+def test_capacity_ratios_come_from_the_highest_rate_both_plans_were_measured_at():
+    points = [point(1000, 1500, 9000), point(2000, 1000, 8000), point(5000, 1000, 6000)]
+    points[2].plans[0].carried_from = 2000  # pure-Spark fell short at 2000: not measured again
+    figures = summary(points)["queries"]["q1"]
+    assert figures["capacity_ratio_rate_vs_spark"] == 2000
+    assert figures["capacity_ratio_vs_spark"] == 8.0
+
+
 def test_plans_at_a_point_are_distinct_and_hold_every_role():
     plans = plans_at("q1", 2000, others=2)
     specs = [tuple(sorted(p.items())) for p, _, _ in plans]

@@ -66,11 +66,13 @@ def test_replayed_batches_replace_their_rows_results_and_progress(tmp_path, q5):
     result = pa.table({"k": [1, 2], "window_end": pa.array([START, START], pa.timestamp("us"))})
     end = START + timedelta(seconds=1)
     store.append_input("q5", q5.inputs[0], rows.slice(0, 50), 0, q5.panes)
-    store.commit("q5", 0, result, Progress(START, end, {"stream": end}))
+    store.arrived("q5", 0, START, {"stream": end})
+    store.commit("q5", 0, result, end)
     later = Progress(START, end + timedelta(seconds=1), {"stream": end, "aggregate_1": end})
     for _ in range(2):  # batch 1, then batch 1 again after a restart
         store.append_input("q5", q5.inputs[0], rows.slice(50), 1, q5.panes)
-        store.commit("q5", 1, result.slice(0, 1), later)
+        store.arrived("q5", 1, START, later.frontiers)
+        store.commit("q5", 1, result.slice(0, 1), later.last_end)
     assert store.rows("q5", "in_window_1") == 100
     assert store.results("q5").num_rows == 3
     assert store.progress("q5", before=1) == Progress(START, end, {"stream": end})
@@ -78,3 +80,20 @@ def test_replayed_batches_replace_their_rows_results_and_progress(tmp_path, q5):
     reopened = ColumnarStore(tmp_path / "t.duckdb")  # the file survives the process
     assert reopened.results("q5").num_rows == 3
     assert reopened.progress("q5", before=2) == later
+
+
+def test_a_batch_that_arrived_but_was_not_evaluated_is_evaluated_after_a_restart(tmp_path):
+    # Batch 1's rows and frontiers committed, its evaluation did not: the next batch evaluates
+    # from batch 0's last window_end, and a replay of batch 1 takes back its results.
+    store = ColumnarStore(tmp_path / "t.duckdb")
+    store.create("q5")
+    result = pa.table({"window_end": pa.array([START], pa.timestamp("us"))})
+    ends = [START + timedelta(seconds=s) for s in range(4)]
+    store.arrived("q5", 0, START, {"stream": ends[1]})
+    store.commit("q5", 0, result, ends[1])
+    store.arrived("q5", 1, START, {"stream": ends[2]})
+    assert store.progress("q5", before=2) == Progress(START, ends[1], {"stream": ends[2]})
+    store.commit("q5", 1, result, ends[2])
+    store.arrived("q5", 1, START, {"stream": ends[3]})  # replayed
+    assert store.results("q5").num_rows == 1
+    assert store.progress("q5", before=2) == Progress(START, ends[1], {"stream": ends[3]})
