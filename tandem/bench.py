@@ -21,15 +21,18 @@ from dataclasses import asdict, dataclass, field
 from optimizer.logical import windows
 from optimizer.optimizer import placement_spec
 from tandem.explain import Explanation, explain
-from tandem.measure import Capacity, capacity, preloadable
+from tandem.measure import Capacity, capacity, preloadable, warmup_stream
 from tandem.verify import placements
-from tandem.workload import SmartPlugs
 
 QUERIES = ("q1", "q2", "q3", "q4", "q5", "q6")
 RATES = (1_000, 2_000, 5_000, 10_000, 20_000, 40_000)
 QUICK = {"queries": ("q1", "q5"), "rates": (2_000, 20_000), "others": 0, "measure": 8.0,
          "extend": False}
 MAX_RATE = 2_560_000  # the sweep stops here even if a plan keeps up
+# Warm-up rows generated once per (query, rate) and shared by the plans measured there, up to
+# this many (about 2 GB); above it each plan's preload generates them again, part by part: at
+# 640k tuples/s, 5 minutes of rows held at once took the 24 GB machine out of memory.
+SHARED_ROWS = 50_000_000
 SPARK, DUCKDB, CHOICE, NO_FEASIBILITY, PIPELINED = (
     "pure-Spark", "pure-DuckDB", "optimiser", "optimiser without feasibility",
     "optimiser with Ji's C_b check")
@@ -102,7 +105,9 @@ def predicted_capacity(plan: Explanation, rate: float) -> float:
 
 def sweep(queries=QUERIES, rates=RATES, *, others: int = 2, measure: float = 10.0,
           extend: bool = True, profile: str | None = None, spark_design: str = SPARK_BASELINE,
-          on_progress: Callable[[str], None] | None = None) -> list[Point]:
+          on_progress: Callable[[str], None] | None = None,
+          on_point: Callable[[list[Point]], None] | None = None) -> list[Point]:
+    """Measure every point; ``on_point`` gets the points so far after each one."""
     say = on_progress or (lambda _: None)
     points: list[Point] = []
     for query in queries:
@@ -128,8 +133,8 @@ def sweep(queries=QUERIES, rates=RATES, *, others: int = 2, measure: float = 10.
                                                            earlier.carried_from or earlier.rate)
                 else:
                     say(f"{query} at {rate:,.0f} tuples/s: {', '.join(roles)}")
-                    if stream is None and preloadable(plan):
-                        stream = SmartPlugs(rate=rate).between(0, warmup)
+                    if stream is None and preloadable(plan) and rate * warmup <= SHARED_ROWS:
+                        stream = list(warmup_stream(rate, warmup))
                     started = time.perf_counter()
                     found: Capacity = capacity(plan, rate, warmup=warmup, measure=measure,
                                                stream=stream, spark_design=design)
@@ -141,6 +146,8 @@ def sweep(queries=QUERIES, rates=RATES, *, others: int = 2, measure: float = 10.
                 point.plans.append(m)
             point.plans.sort(key=lambda p: [r in p.roles for r in ROLES], reverse=True)
             points.append(point)
+            if on_point:
+                on_point(points)
             k += 1
             if (extend and k == len(schedule) and any(p.feasible for p in point.plans)
                     and rate * 2 <= MAX_RATE):

@@ -112,6 +112,9 @@ def write(points: list[Point], out_dir: Path, command: str, calibration: str,
                      f"{s['capacity_ratio_rate_vs_duckdb']:,.0f} tuples/s.")
     lines += ["", "## Issue 4's targets", "", "| target | measured | met |", "|---|---|---|"]
     lines += [f"| {t} | {m} | {'yes' if ok else '**no**'} |" for t, m, ok in _targets(data)]
+    notes = out_dir / "notes.md"
+    if notes.exists():  # written by hand after the run: the gaps' causes, what would close them
+        lines += ["", notes.read_text().strip()]
 
     for q in queries:
         mine = [p for p in points if p.query == q]

@@ -332,7 +332,7 @@ def bench_command(
     profile: Profile = None,
     out: Annotated[Path, typer.Option(help="Results directory; the report goes to OUT/<date>/.")] = Path("bench/results"),
     spark_design: Annotated[str | None, typer.Option(help="How pure-Spark runs: built-in, panes or buckets (default: the fastest, bench/spark_designs.py compares them).")] = None,
-    report_of: Annotated[Path | None, typer.Option(help="Measure nothing: write the report of this bench.json again.")] = None,
+    report_of: Annotated[Path | None, typer.Option(help="Measure nothing: write the report of this bench.json again (or of the bench.partial.json a sweep cut short left).")] = None,
 ) -> None:
     """Capacity against arrival rate of the optimiser's plan, pure-Spark, pure-DuckDB and others."""
     from tandem import bench, bench_report, settings
@@ -357,12 +357,23 @@ def bench_command(
     command = " ".join(["tandem bench", *sys.argv[2:]])  # as typed, for the report
     calibration = str(settings.profile_path(profile))
     started = time.perf_counter()
+    out_dir = out / time.strftime("%Y-%m-%d")
+    partial = out_dir / "bench.partial.json"
+    spark_design = spark_design or bench.SPARK_BASELINE
+
+    def keep(points) -> None:  # a sweep cut short keeps its points: --report-of reads them
+        out_dir.mkdir(parents=True, exist_ok=True)
+        data = bench.summary(points) | {
+            "command": command, "minutes": (time.perf_counter() - started) / 60,
+            "profile": calibration, "spark_design": spark_design}
+        partial.write_text(json.dumps(data, indent=1) + "\n")
+
     with steps("benchmarking") as step, user_errors():
-        spark_design = spark_design or bench.SPARK_BASELINE
         points = bench.sweep(**chosen, profile=profile, spark_design=spark_design,
-                             on_progress=step)
-    report = bench_report.write(points, out / time.strftime("%Y-%m-%d"), command, calibration,
+                             on_progress=step, on_point=keep)
+    report = bench_report.write(points, out_dir, command, calibration,
                                 (time.perf_counter() - started) / 60, spark_design)
+    partial.unlink(missing_ok=True)
     console.print(report.read_text().split("\n## Q")[0])
     console.print(f"Report: {_short(report)}; figures for scripts: {_short(out / 'bench.json')}",
                   highlight=False)

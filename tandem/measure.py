@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import tempfile
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -32,6 +33,7 @@ from tandem.workload import DEBS_START, SmartPlugs
 
 SETTLE = 2  # measured micro-batches dropped first: the query's first jobs compile and warm up
 STARTUP = 30.0  # wall seconds a query may take to start before the warm-up must keep pace
+PRELOAD_PART = 30.0  # event seconds generated and loaded at a time (a whole number of slides)
 
 
 @dataclass(frozen=True)
@@ -55,20 +57,26 @@ def preloadable(plan: Explanation) -> bool:
     return not any(n.instantiated for n in deploy(plan.optimization.plan).crossings)
 
 
-def preload(store: ColumnarStore, plan: Explanation, stream: pa.Table, seconds: float) -> None:
+def preload(store: ColumnarStore, plan: Explanation, stream: Iterable[pa.Table],
+            seconds: float) -> None:
     """Put into the store what the MIG holds after ``seconds`` of ``stream`` (which starts at
-    the generator's start): each crossing's rows, computed by DuckDB with the Spark part's
-    predicates and projections, and the progress of a run that evaluated every window_end."""
+    the generator's start; in parts of whole slides, so that the window state, not the
+    generator's rows, is what fills the memory): each crossing's rows, computed by DuckDB with
+    the Spark part's predicates and projections, and the progress of a run that evaluated every
+    window_end."""
     physical = plan.optimization.plan
     name, logical = plan.query.stem, physical.logical
     store.create(name, fresh=True)
     panes = [p for f in plan.fragments for p in f.panes]
+    crossings = []
     for node in deploy(physical).crossings:
         predicates, columns = stateless_rows(node)
         select = ", ".join(f'{e.sql(dialect="duckdb")} AS "{c}"' for c, e in columns.items())
         where = " AND ".join(f"({p.sql(dialect='duckdb')})" for p in predicates) or "TRUE"
-        store.append_input(name, input_table(node, logical), stream, -1, panes,
-                           source=f"SELECT {select} FROM __rows WHERE {where}")
+        crossings.append((input_table(node, logical), f"SELECT {select} FROM __rows WHERE {where}"))
+    for part, rows in enumerate(stream):  # batch ids -1, -2, ...: before the run's first
+        for table, source in crossings:
+            store.append_input(name, table, rows, -1 - part, panes, source=source)
     slide = logical.root.slide
     start = EPOCH + timedelta(seconds=DEBS_START)
     end = start + timedelta(seconds=math.floor(seconds / slide) * slide)
@@ -76,12 +84,18 @@ def preload(store: ColumnarStore, plan: Explanation, stream: pa.Table, seconds: 
     store.commit(name, -1, None, end)
 
 
+def warmup_stream(rate: float, warmup: float) -> Iterator[pa.Table]:
+    """The generator's first ``warmup`` seconds at ``rate``, in parts of PRELOAD_PART seconds."""
+    return SmartPlugs(rate=rate).batches(warmup, PRELOAD_PART)
+
+
 def capacity(plan: Explanation, rate: float, *, warmup: float, measure: float,
-             span: float = 1.0, stream: pa.Table | None = None,
+             span: float = 1.0, stream: list[pa.Table] | None = None,
              spark_design: str = "built-in") -> Capacity:
     """Fill the windows with ``warmup`` seconds of event time, then run ``measure`` seconds in
     micro-batches of ``span`` and count the measured ones after the first SETTLE. ``stream``:
-    the generator's first ``warmup`` seconds at ``rate``, if the caller has them already;
+    the generator's first ``warmup`` seconds at ``rate`` (``warmup_stream``), if the caller has
+    them already;
     ``spark_design``: how Spark evaluates a pure-Spark plan (``rowstream.dsps.SPARK_DESIGNS``)."""
     marks: list[tuple[float, int, object]] = []  # (wall clock, tuples, event time) per batch
     warm = EPOCH + timedelta(seconds=DEBS_START + warmup)  # where the warm-up ends
@@ -101,8 +115,8 @@ def capacity(plan: Explanation, rate: float, *, warmup: float, measure: float,
         store_path = Path(tmp) / "m.duckdb"
         if loaded:
             store = ColumnarStore(store_path)
-            rows = stream if stream is not None else SmartPlugs(rate=rate).between(0, warmup)
-            preload(store, plan, rows, warmup)
+            preload(store, plan, stream if stream is not None else warmup_stream(rate, warmup),
+                    warmup)
             store.close()
         started = time.perf_counter()
         run(plan.query.stem, rate=rate, duration=warmup + measure, batch=span,
