@@ -70,10 +70,7 @@ def write(points: list[Point], out_dir: Path, command: str, calibration: str,
           minutes: float, spark_design: str) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     queries = [q for q in QUERIES if any(p.query == q for p in points)]
-    data = summary(points)
-    data["command"], data["minutes"], data["profile"] = command, round(minutes, 1), calibration
-    data["spark_design"] = spark_design
-    (out_dir / "bench.json").write_text(json.dumps(data, indent=1) + "\n")
+    data = write_json(points, out_dir / "bench.json", command, calibration, minutes, spark_design)
     (out_dir.parent / "bench.json").write_text(json.dumps(data, indent=1) + "\n")
     kept = out_dir / "profile.toml"  # the unit costs the predictions and choices came from
     if Path(calibration).is_file() and not (kept.exists() and kept.samefile(calibration)):
@@ -160,6 +157,16 @@ def write(points: list[Point], out_dir: Path, command: str, calibration: str,
     report = out_dir / "report.md"
     report.write_text("\n".join(lines) + "\n")
     return report
+
+
+def write_json(points: list[Point], path: Path, command: str, calibration: str, minutes: float,
+               spark_design: str) -> dict:
+    """The figures for scripts (``bench.summary``) and how they were measured."""
+    data = summary(points) | {"command": command, "minutes": round(minutes, 1),
+                              "profile": calibration, "spark_design": spark_design}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    return data
 
 
 def _targets(data: dict) -> list[tuple[str, str, bool]]:

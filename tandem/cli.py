@@ -362,11 +362,8 @@ def bench_command(
     spark_design = spark_design or bench.SPARK_BASELINE
 
     def keep(points) -> None:  # a sweep cut short keeps its points: --report-of reads them
-        out_dir.mkdir(parents=True, exist_ok=True)
-        data = bench.summary(points) | {
-            "command": command, "minutes": (time.perf_counter() - started) / 60,
-            "profile": calibration, "spark_design": spark_design}
-        partial.write_text(json.dumps(data, indent=1) + "\n")
+        bench_report.write_json(points, partial, command, calibration,
+                                (time.perf_counter() - started) / 60, spark_design)
 
     with steps("benchmarking") as step, user_errors():
         points = bench.sweep(**chosen, profile=profile, spark_design=spark_design,

@@ -3,6 +3,8 @@ prediction quality, and the plans it measures at a point."""
 
 from __future__ import annotations
 
+import json
+
 from tandem.bench import (
     CHOICE,
     DUCKDB,
@@ -88,3 +90,18 @@ def test_bench_json_gives_back_its_points():
     points = [point(1000, 1500, 9000), point(2000, None, 9000)]
     again = points_from(summary(points))
     assert summary(again) == summary(points)
+
+
+def test_the_report_gives_the_figures_of_bench_json_and_the_notes_beside_it(tmp_path):
+    from tandem.bench_report import write  # matplotlib: only this test needs it
+
+    points = [point(1000, 1500, 9000), point(2000, 1000, 8000)]
+    out = tmp_path / "2026-01-01"
+    out.mkdir()
+    (out / "notes.md").write_text("## Where the figures fall short\n\nA cause.\n")
+    report = write(points, out, "tandem bench", "profile.toml", 3.0, "buckets").read_text()
+    data = json.loads((tmp_path / "bench.json").read_text())
+    assert data["command"] == "tandem bench" and data["spark_design"] == "buckets"
+    assert points_from(data)[1].plans[0].capacity == 1000
+    assert "optimiser / pure-Spark 8.0x at 2,000 tuples/s" in report
+    assert "A cause." in report and (out / "q1.png").stat().st_size > 0
