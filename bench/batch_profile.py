@@ -1,0 +1,70 @@
+"""Where a micro-batch's time goes: the capacity of one plan at one rate, measured as ``tandem
+bench`` measures it, with the wall seconds of the MIG's steps over the measured batches.
+
+    .venv/bin/python bench/batch_profile.py q1 200000 [--placement auto|spark|duckdb|op=engine,...]
+
+The arrivals (Spark's job and ``toArrow``, then DuckDB's appends) run in ``foreachBatch``; the
+evaluation runs on the MIG's own thread while Spark prepares the next batch (rowstream/mig.py),
+so the two columns overlap and a batch takes about the larger of them when the cores allow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections import defaultdict
+
+from pyspark.sql.classic.dataframe import DataFrame
+
+from columnar.store import ColumnarStore
+from rowstream.mig import Mig
+from tandem.explain import explain
+from tandem.measure import capacity
+
+# (class, method, what it is): timed by wrapping the method, nothing else changes.
+STEPS = [(Mig, "_arrive", "arrival: Spark's job, toArrow and DuckDB's appends"),
+         (DataFrame, "toArrow", "  of which toArrow (the Spark job)"),
+         (ColumnarStore, "append_input", "  of which DuckDB appends"),
+         (Mig, "_wait", "foreachBatch waiting for the previous evaluation"),
+         (Mig, "_evaluate_batch", "evaluation: the DB-ops, commit and purge"),
+         (ColumnarStore, "evaluate", "  of which DuckDB queries")]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("query")
+    parser.add_argument("rate", type=float)
+    parser.add_argument("--placement", default="auto")
+    parser.add_argument("--measure", type=float, default=10.0, help="event seconds measured")
+    args = parser.parse_args()
+
+    calls: dict[str, list[tuple[float, float]]] = defaultdict(list)  # (start, seconds)
+
+    def timed(cls, name):
+        method = getattr(cls, name)
+
+        def wrapper(*a, **k):
+            start = time.perf_counter()
+            try:
+                return method(*a, **k)
+            finally:
+                calls[name].append((start, time.perf_counter() - start))
+        setattr(cls, name, wrapper)
+
+    for cls, name, _ in STEPS:
+        timed(cls, name)
+    plan = explain(args.query, rate=args.rate, placement=args.placement)
+    found = capacity(plan, args.rate, warmup=300, measure=args.measure)
+    batches = int(args.measure)
+    since = calls["_arrive"][-batches][0]  # the measured batches, not the warm-up
+    print(f"{args.query} at {args.rate:,.0f} tuples/s, placement {args.placement}: capacity "
+          f"{found.tuples_per_second:,.0f} tuples/s over {found.batches} batches")
+    print(f"{'step':55s} {'mean s':>7s} {'max s':>7s}  per batch, last {batches} batches")
+    for _, name, what in STEPS:
+        seconds = [s for start, s in calls[name] if start >= since]
+        per_batch = sum(seconds) / batches
+        print(f"{what:55s} {per_batch:7.3f} {max(seconds, default=0):7.3f}")
+
+
+if __name__ == "__main__":
+    main()
