@@ -95,8 +95,8 @@ def capacity(plan: Explanation, rate: float, *, warmup: float, measure: float,
     """Fill the windows with ``warmup`` seconds of event time, then run ``measure`` seconds in
     micro-batches of ``span`` and count the measured ones after the first SETTLE. ``stream``:
     the generator's first ``warmup`` seconds at ``rate`` (``warmup_stream``), if the caller has
-    them already;
-    ``spark_design``: how Spark evaluates a pure-Spark plan (``rowstream.dsps.SPARK_DESIGNS``)."""
+    them already; ``spark_design``: how Spark evaluates a pure-Spark plan
+    (``rowstream.dsps.SPARK_DESIGNS``)."""
     marks: list[tuple[float, int, object]] = []  # (wall clock, tuples, event time) per batch
     warm = EPOCH + timedelta(seconds=DEBS_START + warmup)  # where the warm-up ends
     loaded = preloadable(plan)
