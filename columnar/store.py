@@ -85,7 +85,9 @@ class ColumnarStore:
         schema = schema_name(query)
         if fresh:
             self._run(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-            self._created = {t for t in self._created if not t.startswith(f"{schema}.")}
+            # In place: cursors share the set.
+            self._created.difference_update([t for t in self._created
+                                             if t.startswith(f"{schema}.")])
         self._run(f"CREATE SCHEMA IF NOT EXISTS {schema}")
         self._run(f"CREATE TABLE IF NOT EXISTS {schema}.{WINDOW_ENDS} (window_end TIMESTAMP)")
         self._run(f"CREATE TABLE IF NOT EXISTS {schema}.progress (batch_id BIGINT, "
@@ -188,7 +190,9 @@ class ColumnarStore:
         results and progress are evaluated again."""
         schema = schema_name(query)
         with self._transaction():
-            if f"{schema}.results" in self._created or self._exists(schema, "results"):
+            # Asked of the catalog in this transaction's snapshot: the evaluator's connection
+            # creates the table, and a cache could know of it before this snapshot does.
+            if self._exists(schema, "results"):
                 self._run(f"DELETE FROM {schema}.results WHERE batch_id >= ?", [batch_id])
             self._run(f"DELETE FROM {schema}.progress WHERE batch_id >= ?", [batch_id])
             self._run(f"INSERT INTO {schema}.progress VALUES (?, ?, NULL, ?)",
@@ -206,7 +210,6 @@ class ColumnarStore:
                 with self._view("__results", rows):
                     self._run(f"CREATE TABLE IF NOT EXISTS {schema}.results AS "
                               "SELECT 0::BIGINT AS batch_id, * FROM __results LIMIT 0")
-                    self._created.add(f"{schema}.results")
                     self._run(f"DELETE FROM {schema}.results WHERE batch_id = ?", [batch_id])
                     self._run(f"INSERT INTO {schema}.results SELECT ?::BIGINT, * FROM __results",
                               [batch_id])
