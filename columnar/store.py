@@ -8,6 +8,8 @@ Each query has a schema of its own (``q_<name>``) holding
 * ``results``: the result rows with the micro-batch that produced them, written so that
   replaying a batch after a restart replaces its rows instead of adding them again;
 * ``progress``, a row per micro-batch, and ``quarantine``, the rows a source could not read.
+
+The schema ``tandem_log`` logs the runs (``runs``) and the plans the optimiser chose (``plans``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import pyarrow as pa
 from columnar.fragment_sql import PANE, ROWS, WINDOW_ENDS, FragmentInput, PaneTable
 
 DEFAULT_PATH = Path(".tandem/tandem.duckdb")
+LOG_SCHEMA = "tandem_log"  # the runs and plans of every query
 
 
 @dataclass(frozen=True)
@@ -230,6 +233,30 @@ class ColumnarStore:
     def _exists(self, schema: str, table: str) -> bool:
         return bool(self._run("SELECT 1 FROM duckdb_tables() WHERE schema_name = ? "
                               "AND table_name = ?", [schema, table]))
+
+    # -- the log of runs and plans (the Airflow plugin shows it) ---------------------------
+
+    def record(self, log: str, row: dict) -> None:
+        """Append a row to the log ``runs`` or ``plans``; values that are not scalars
+        (a placement) are kept as JSON."""
+        row = {k: json.dumps(v) if isinstance(v, dict | list) else v for k, v in row.items()}
+        target = f"{LOG_SCHEMA}.{log}"
+        self._run(f"CREATE SCHEMA IF NOT EXISTS {LOG_SCHEMA}")
+        with self._view("__row", pa.Table.from_pylist([row])):
+            self._run(f"CREATE TABLE IF NOT EXISTS {target} AS SELECT * FROM __row LIMIT 0")
+            self._run(f"INSERT INTO {target} BY NAME SELECT * FROM __row")
+
+    def recent(self, log: str, query: str, limit: int = 10) -> list[dict]:
+        """The latest rows of a log for ``query``, newest first."""
+        if not self._exists(LOG_SCHEMA, log):
+            return []
+        rel = self.con.execute(f"SELECT * FROM {LOG_SCHEMA}.{log} WHERE query = ? "
+                               "ORDER BY logged_at DESC LIMIT ?", [query, limit])
+        names = [d[0] for d in rel.description]
+        return [dict(zip(names, row, strict=True)) for row in rel.fetchall()]
+
+    def has_results(self, query: str) -> bool:
+        return self._exists(schema_name(query), "results")
 
     def results(self, query: str) -> pa.Table:
         return self.con.sql(

@@ -1,2 +1,146 @@
 """Airflow operators: thin wrappers that call the library (optimise, run, micro-batch, validate,
-clean up). They arrive with the Airflow issue; DAG files in dags/ only declare."""
+clean up) and return what it returns as JSON for XCom. DAG files in dags/ only declare.
+
+The library finds its state through ``tandem.settings`` (``TANDEM_STATE``, ``TANDEM_LANDING``),
+and the queries, catalog and profile relative to the working directory, which ``make airflow``
+sets to this repository."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from airflow.sdk import BaseOperator
+
+from tandem import settings
+
+
+def _number(value) -> float | None:
+    """A templated number arrives as text unless the DAG renders native objects."""
+    return None if value in (None, "", "None") else float(value)
+
+
+class OptimizeOperator(BaseOperator):
+    """Optimise a query; the plan (``tandem explain --json``) goes to XCom."""
+
+    template_fields = ("query", "placement", "rate")
+
+    def __init__(self, *, query: str, placement: str = "auto", rate: float | str | None = None,
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.query, self.placement, self.rate = query, placement, rate
+
+    def execute(self, context) -> dict:
+        from tandem.explain import explain
+
+        return explain(self.query, rate=_number(self.rate), placement=self.placement).to_json()
+
+
+class RunQueryOperator(BaseOperator):
+    """Run a query for a bounded time over the generator. With ``plan_task_id`` it runs the
+    placement that task chose (the plan the UI shows is the plan that runs)."""
+
+    template_fields = ("query", "placement", "rate", "duration", "batch")
+
+    def __init__(self, *, query: str, placement: str = "auto", rate: float | str = 1000.0,
+                 duration: float | str = 60.0, batch: float | str | None = None,
+                 plan_task_id: str | None = None, **kwargs):
+        super().__init__(**kwargs)
+        self.query, self.placement, self.rate = query, placement, rate
+        self.duration, self.batch, self.plan_task_id = duration, batch, plan_task_id
+
+    def execute(self, context) -> dict:
+        from tandem.run import run
+
+        placement = self.placement
+        if self.plan_task_id:
+            plan = context["ti"].xcom_pull(task_ids=self.plan_task_id)
+            placement = ",".join(f"{op}={engine}" for op, engine in plan["placement"].items())
+        summary = run(self.query, placement=placement or "auto", rate=_number(self.rate),
+                      duration=_number(self.duration), batch=_number(self.batch),
+                      store=settings.store_path(), checkpoint=None)
+        return summary.to_json()
+
+
+class SummaryOperator(BaseOperator):
+    """Log a run's summary in words and pass it on."""
+
+    def __init__(self, *, run_task_id: str, **kwargs):
+        super().__init__(**kwargs)
+        self.run_task_id = run_task_id
+
+    def execute(self, context) -> dict:
+        from tandem.run import describe
+
+        summary = context["ti"].xcom_pull(task_ids=self.run_task_id)
+        self.log.info("%s", describe(summary))
+        return summary
+
+
+class MicroBatchOperator(BaseOperator):
+    """Run a query over the files that landed since its last micro-batch run (availableNow)."""
+
+    template_fields = ("query",)
+
+    def __init__(self, *, query: str, **kwargs):
+        super().__init__(**kwargs)
+        self.query = query
+
+    def execute(self, context) -> dict:
+        from tandem.microbatch import run_microbatch
+
+        summary = run_microbatch(self.query, settings.landing_dir(),
+                                 checkpoints=settings.checkpoints_dir(),
+                                 store=settings.store_path())
+        self.log.info("%s: %d new files, %d tuples, %d result rows into %s", summary.query,
+                      len(summary.files), summary.tuples, summary.result_rows,
+                      summary.results_table)
+        return summary.to_json()
+
+
+class ValidateOperator(BaseOperator):
+    """Check a query's results; fail the task on a problem. ``checks`` are functions from the
+    rows to the problems they find (``tandem.quality``; Great Expectations suites take the same
+    shape)."""
+
+    template_fields = ("query",)
+
+    def __init__(self, *, query: str, microbatch: bool = False, checks=None, **kwargs):
+        super().__init__(**kwargs)
+        self.query, self.microbatch, self.checks = query, microbatch, checks
+
+    def execute(self, context) -> dict:
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        from optimizer.errors import TandemError
+        from tandem.microbatch import microbatch_name
+        from tandem.quality import BUILT_IN, MissingResults, validate
+
+        name = microbatch_name(self.query) if self.microbatch else self.query
+        try:
+            result = validate(name, settings.store_path(), self.checks or BUILT_IN)
+        except MissingResults as missing:
+            if self.microbatch:  # no file has landed yet: nothing to check
+                raise AirflowSkipException(str(missing)) from None
+            raise
+        if not result.passed:
+            raise TandemError(f"{result.table}: " + "; ".join(result.problems))
+        return {"table": result.table, "rows": result.rows}
+
+
+class CleanupOperator(BaseOperator):
+    """The nightly clean-up (``tandem.cleanup``); the report goes to XCom."""
+
+    def __init__(self, *, queries: list[str], retention_days: float = 1.0, keep_batches: int = 10,
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.queries, self.retention_days, self.keep_batches = queries, retention_days, keep_batches
+
+    def execute(self, context) -> dict:
+        from tandem.cleanup import cleanup
+
+        report = cleanup(self.queries, retention=timedelta(days=self.retention_days),
+                         keep_batches=self.keep_batches)
+        self.log.info("reclaimed %d rows and %d bytes; archived %d files; plans: %s",
+                      report.rows_reclaimed, report.bytes_reclaimed, len(report.archived),
+                      report.plans)
+        return report.to_json()

@@ -19,7 +19,11 @@ import polars as pl
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 
 from rowstream.landing import landed_files, read_landed
 
@@ -157,43 +161,64 @@ def generator_stream(spark: SparkSession, *, rate: float, duration: float, span:
 
 
 class _Files(InputPartition):
-    def __init__(self, paths: list[str]):
+    def __init__(self, paths: list[str], heartbeat_only: bool = False):
         self.paths = paths
+        self.heartbeat_only = heartbeat_only
 
 
-class _LandingReader(DataSourceStreamReader):
+class _LandingReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Offsets are file names: a micro-batch reads the files after the last one read, up to
     ``files_per_batch`` of them (all with ``availableNow``). Files archived after they were read
-    do not disturb the offsets."""
+    do not disturb the offsets.
+
+    With ``availableNow`` the reader stops at the files there were when the query started, and
+    ends with a batch that holds only the heartbeat of the last file read (offset ``closed``):
+    Spark moves the watermark in the batch after the one that raised it, and availableNow runs no
+    batch without data, so without it Spark's windowed aggregates would emit the windows that
+    the last file completes only in the next run. (A join of Spark's that pairs rows with the
+    windows that hold them delays its output watermark by the window size: such windows are
+    emitted once later files move event time on.)"""
 
     def __init__(self, options: dict):
         self.directory = Path(options["path"])
         self.per_batch = int(options.get("files_per_batch", 1))
+        self.target: str | None = None  # the last file an availableNow query reads
 
     def initialOffset(self) -> dict:
-        return {"after": ""}
+        return {"after": "", "closed": True}
 
     def getDefaultReadLimit(self):
         return ReadMaxRows(self.per_batch)
 
+    def prepareForTriggerAvailableNow(self) -> None:
+        files = landed_files(self.directory)
+        self.target = files[-1] if files else ""
+
     def latestOffset(self, start: dict, limit) -> dict:
-        new = [f for f in landed_files(self.directory) if f > start["after"]]
+        new = [f for f in landed_files(self.directory) if f > start["after"]
+               and (self.target is None or f <= self.target)]
         if not isinstance(limit, ReadAllAvailable):
             new = new[:self.per_batch]
-        return {"after": new[-1] if new else start["after"]}
+        if new:
+            return {"after": new[-1], "closed": False}
+        return {"after": start["after"], "closed": self.target is not None or start["closed"]}
 
     def partitions(self, start: dict, end: dict):
         names = [f for f in landed_files(self.directory) if start["after"] < f <= end["after"]]
-        return [_Files([str(self.directory / f) for f in names])] if names else []
+        if names:
+            return [_Files([str(self.directory / f) for f in names])]
+        if end["after"] and end["closed"] and not start["closed"]:
+            return [_Files([str(self.directory / end["after"])], heartbeat_only=True)]
+        return []
 
     def read(self, partition: _Files):
         frame = pl.concat([read_landed(Path(p)) for p in partition.paths])
         rows = frame.with_columns(pl.lit(False).alias("heartbeat")).to_arrow()
-        parts = [rows.select(ARROW_SCHEMA.names).cast(ARROW_SCHEMA)]
+        parts = [] if partition.heartbeat_only else [rows.select(ARROW_SCHEMA.names).cast(ARROW_SCHEMA)]
         latest = frame.filter(pl.col("reason").is_null())["ts"].dt.epoch("us").max()
         if latest is not None:  # the stream has reached its latest event
             parts.append(heartbeat(latest).cast(ARROW_SCHEMA))
-        yield from pa.concat_tables(parts).to_batches()
+        yield from (pa.concat_tables(parts).to_batches() if parts else [])
 
     def commit(self, end: dict) -> None:
         pass  # the files stay; the nightly clean-up archives them

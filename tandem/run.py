@@ -8,8 +8,8 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import timedelta
+from dataclasses import dataclass, fields
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from columnar.store import DEFAULT_PATH, ColumnarStore, schema_name
@@ -45,6 +45,15 @@ class RunSummary:
     def throughput(self) -> float:
         return self.tuples / self.wall_seconds if self.wall_seconds else 0.0
 
+    def to_json(self) -> dict:
+        moved = self.transfers
+        return {**{f.name: getattr(self, f.name) for f in fields(self) if f.name != "transfers"},
+                "throughput": self.throughput,
+                "transfers": {"to_duckdb_tuples": moved.to_duckdb_tuples,
+                              "to_duckdb_bytes": moved.to_duckdb_bytes,
+                              "to_spark_tuples": moved.to_spark_tuples,
+                              "to_spark_bytes": moved.to_spark_bytes}}
+
 
 def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: float = 60.0,
         batch: float | None = None, source: str = "generator", catalog: str | None = None,
@@ -52,9 +61,9 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
         checkpoint: str | Path | None = None, resume: bool = False,
         stop_after: int | None = None, stop_when: Callable[[], bool] | None = None,
         topology: dict | None = None, warmup: float = 0.0, begin: float = 0.0,
-        spark_design: str = "built-in",
+        spark_design: str = "built-in", available_now: bool = False,
         on_batch: Callable[[BatchReport], None] | None = None,
-        explanation: Explanation | None = None) -> RunSummary:
+        explanation: Explanation | None = None, name: str | None = None) -> RunSummary:
     """Run ``query`` for ``duration`` seconds of event time at ``rate`` tuples/s (generator), or
     over the files in the directory ``source``. ``batch`` is the event time per micro-batch
     (default: one slide). ``resume`` continues from the checkpoint of an earlier run;
@@ -64,13 +73,15 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
     the windows so before they measure); the generator skips the event time before ``begin``
     (a benchmark that loaded the windows' state into the store directly resumes after it).
     ``spark_design`` is how Spark evaluates its windowed operators (``rowstream.dsps.SPARK_DESIGNS``;
-    "buckets" applies to pure-Spark plans only)."""
+    "buckets" applies to pure-Spark plans only). ``available_now`` reads the files that have landed
+    in ``source`` since the checkpoint's last batch and stops (Spark's availableNow trigger).
+    ``name`` names the run's schema in the store and its checkpoint (default: the query's)."""
     if spark_design not in SPARK_DESIGNS:
         raise TandemError(f"Spark design {spark_design!r}: give one of {', '.join(SPARK_DESIGNS)}")
     explanation = explanation or explain(query, rate=rate, catalog=catalog, profile=profile,
                                          placement=placement)
     physical = explanation.optimization.plan
-    name = explanation.query.stem
+    name = name or explanation.query.stem
     reports: list[BatchReport] = []
 
     def record(report: BatchReport) -> None:
@@ -111,33 +122,54 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
         writer = (bridge.stream(stream.withWatermark("ts", "0 seconds")).writeStream
                   .outputMode("append").foreachBatch(bridge)
                   .option("checkpointLocation", str(checkpoint)))
+        if available_now:
+            writer = writer.trigger(availableNow=True)
         started = time.perf_counter()
         handle = writer.queryName(_query_name(spark, name)).start()
     try:
-        while (handle.isActive and not bridge.finished and bridge.failure is None
-               and (generated or not _drained(handle))):
-            if stop_after is not None and len(reports) >= stop_after:
-                break
-            if stop_when is not None and stop_when():
-                break
-            time.sleep(0.05)
-        bridge.drain()  # the last batch's evaluation
-        # A query that stopped with an error is inactive: its results so far are not the run's.
-        if handle.exception() or bridge.failure:
-            cause = bridge.failure or handle.exception()
-            first_line = (str(cause).strip().splitlines() or [""])[0]
-            raise TandemError(f"the Spark query failed: {type(cause).__name__}: {first_line} "
-                              "(Spark's log has the details; `--resume` continues from the last "
-                              "checkpoint)")
+        try:
+            while (handle.isActive and not bridge.finished and bridge.failure is None
+                   and (generated or available_now or not _drained(handle))):
+                if stop_after is not None and len(reports) >= stop_after:
+                    break
+                if stop_when is not None and stop_when():
+                    break
+                time.sleep(0.05)
+            bridge.drain()  # the last batch's evaluation
+            # A query that stopped with an error is inactive: its results so far are not the run's.
+            if handle.exception() or bridge.failure:
+                cause = bridge.failure or handle.exception()
+                first_line = (str(cause).strip().splitlines() or [""])[0]
+                raise TandemError(f"the Spark query failed: {type(cause).__name__}: {first_line} "
+                                  "(Spark's log has the details; `--resume` continues from the "
+                                  "last checkpoint)")
+        finally:
+            handle.stop()
+            bridge.close()
+        wall = time.perf_counter() - started
+        summary = RunSummary(name, physical.placement, sum(r.tuples for r in reports),
+                             len(reports), sum(r.window_ends for r in reports),
+                             sum(r.result_rows for r in reports),
+                             sum(r.quarantined for r in reports), wall, bridge.transfers,
+                             str(store), f"{schema_name(name)}.results")
+        columnar.record("runs", {
+            "query": name, "logged_at": datetime.now(UTC).replace(tzinfo=None),
+            "source": source, "placement": physical.placement, "tuples": summary.tuples,
+            "batches": summary.batches, "result_rows": summary.result_rows,
+            "wall_seconds": wall, "throughput": summary.throughput})
     finally:
-        handle.stop()
-        bridge.close()
         columnar.close()
-    wall = time.perf_counter() - started
-    return RunSummary(name, physical.placement, sum(r.tuples for r in reports), len(reports),
-                      sum(r.window_ends for r in reports), sum(r.result_rows for r in reports),
-                      sum(r.quarantined for r in reports), wall, bridge.transfers, str(store),
-                      f"{schema_name(name)}.results")
+    return summary
+
+
+def describe(summary: dict) -> str:
+    """A run's summary (``RunSummary.to_json``) in words."""
+    placed = ", ".join(f"{op}={engine}" for op, engine in summary["placement"].items())
+    return (f"{summary['query']} ({placed}): {summary['tuples']:,} tuples in "
+            f"{summary['wall_seconds']:.1f} s ({summary['throughput']:,.0f} tuples/s), "
+            f"{summary['window_ends']:,} slides, {summary['result_rows']:,} result rows, "
+            f"{summary['quarantined']:,} quarantined; results in {summary['results_table']} "
+            f"of {summary['store']}")
 
 
 def _query_name(spark, name: str) -> str:

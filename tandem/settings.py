@@ -12,6 +12,7 @@ from optimizer.profile import DEFAULT_PROFILE
 
 CONFIG_FILE = "tandem.toml"
 CALIBRATED_PROFILE = Path(".tandem/profile.toml")  # written by `tandem calibrate`
+OBSERVED_CATALOG = "catalog.toml"  # in the state directory, written by the nightly clean-up
 
 
 def setting(name: str, given: str | Path | None = None) -> str | None:
@@ -32,21 +33,49 @@ def setting(name: str, given: str | Path | None = None) -> str | None:
     return None
 
 
+REPOSITORY_QUERIES = Path(__file__).resolve().parents[1] / "queries"
+
+
 def query_path(query: str) -> Path:
-    """A query is a .sql file, or the name of one in queries/ (``q1``)."""
+    """A query is a .sql file, or the name of one in queries/ (``q1``) of the working directory
+    or of this repository (an Airflow task may run elsewhere)."""
     path = Path(query)
     if path.is_file():
         return path
-    named = Path("queries") / f"{query}.sql"
-    if named.is_file():
-        return named
+    for queries in (Path("queries"), REPOSITORY_QUERIES):
+        named = queries / f"{query}.sql"
+        if named.is_file():
+            return named
     raise TandemError(f"query {query!r} not found: give a .sql file or a name from queries/")
 
 
+def state_dir() -> Path:
+    """Where a deployment keeps its DuckDB file, checkpoints and observed statistics."""
+    return Path(setting("state") or ".tandem")
+
+
+def store_path() -> Path:
+    return state_dir() / "tandem.duckdb"
+
+
+def checkpoints_dir() -> Path:
+    return state_dir() / "checkpoints"
+
+
+def landing_dir() -> Path:
+    """The directory that files land in for the scheduled micro-batch runs."""
+    return Path(setting("landing") or state_dir() / "landing")
+
+
 def catalog_path(query: Path, given: str | Path | None = None) -> Path:
+    """The given catalog, else the statistics observed by the nightly clean-up, else the
+    catalog beside the query."""
     found = setting("catalog", given)
     if found:
         return Path(found)
+    observed = state_dir() / OBSERVED_CATALOG
+    if observed.is_file():
+        return observed
     beside = query.parent / "catalog.toml"
     return beside if beside.is_file() else Path("queries/catalog.toml")
 

@@ -1,5 +1,10 @@
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,3 +27,38 @@ def profile():
 
 def query_sql(name: str) -> str:
     return (QUERIES / f"{name}.sql").read_text()
+
+
+@pytest.fixture(scope="session")
+def airflow_home(tmp_path_factory) -> Path:
+    """An Airflow home with a migrated SQLite metadata DB, this repository's dags/ and plugins/,
+    and Tandem's state beside it (the DAGs name their Assets by it, so it stays put for the
+    session; ``airflow_state`` empties it for each test). Airflow reads its configuration once,
+    at import: tests import it only after this fixture."""
+    home = tmp_path_factory.mktemp("airflow")
+    os.environ.update(AIRFLOW_HOME=str(home), AIRFLOW__CORE__DAGS_FOLDER=str(ROOT / "dags"),
+                      TANDEM_STATE=str(home / "state"),
+                      AIRFLOW__CORE__PLUGINS_FOLDER=str(ROOT / "plugins"),
+                      AIRFLOW__CORE__LOAD_EXAMPLES="False")
+    migrated = subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"],
+                              capture_output=True, text=True)
+    assert migrated.returncode == 0, migrated.stderr[-3000:]
+    return home
+
+
+@pytest.fixture(scope="session")
+def dags(airflow_home):
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(ROOT / "dags"))
+
+
+@pytest.fixture
+def airflow_state(airflow_home) -> Iterator[Path]:
+    """The Tandem state the DAGs use, empty before and after a test (the observed catalog the
+    nightly clean-up writes there would otherwise steer later tests' plans)."""
+    state = airflow_home / "state"
+    shutil.rmtree(state, ignore_errors=True)
+    state.mkdir()
+    yield state
+    shutil.rmtree(state, ignore_errors=True)

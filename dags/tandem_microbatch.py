@@ -1,0 +1,30 @@
+"""Keep the correlated aggregations (Q1, Q2) up to date over the landing directory: every five
+minutes, or as soon as a producer updates the landing Asset, each query reads the files that
+landed since its last run (Spark availableNow, exactly once) into its DuckDB results table and
+publishes that table as an Asset. A run that finds no new file ends in seconds."""
+
+from airflow.sdk import DAG, Asset, AssetOrTimeSchedule
+from airflow.timetables.trigger import CronTriggerTimetable
+
+from columnar.store import schema_name
+from operators import MicroBatchOperator, ValidateOperator
+from tandem import settings
+from tandem.microbatch import SCHEDULED, microbatch_name
+
+LANDED = Asset(name="tandem_landing", uri=f"file://{settings.landing_dir().resolve()}")
+
+with DAG(
+    dag_id="tandem_microbatch",
+    schedule=AssetOrTimeSchedule(timetable=CronTriggerTimetable("*/5 * * * *", timezone="UTC"),
+                                 assets=LANDED),
+    catchup=False,
+    max_active_runs=1,  # the checkpoint lock makes overlapping runs safe; this keeps them rare
+    tags=["tandem"],
+    doc_md=__doc__,
+):
+    for query in SCHEDULED:
+        table = f"{schema_name(microbatch_name(query))}/results"
+        results = Asset(name=f"tandem_{query}_results",
+                        uri=f"duckdb://{settings.store_path().resolve()}/{table}")
+        (MicroBatchOperator(task_id=f"microbatch_{query}", query=query, outlets=[results])
+         >> ValidateOperator(task_id=f"validate_{query}", query=query, microbatch=True))

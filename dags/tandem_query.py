@@ -1,0 +1,35 @@
+"""Run a query from Airflow's "Trigger" form: optimise → run for a bounded time → summary."""
+
+from airflow.sdk import DAG, Param
+
+from operators import OptimizeOperator, RunQueryOperator, SummaryOperator
+from tandem.settings import REPOSITORY_QUERIES
+
+QUERIES = sorted(p.stem for p in REPOSITORY_QUERIES.glob("*.sql"))
+
+with DAG(
+    dag_id="tandem_query",
+    schedule=None,
+    catchup=False,
+    tags=["tandem"],
+    render_template_as_native_obj=True,
+    doc_md=__doc__,
+    params={
+        "query": Param("q1", enum=QUERIES, description="A query of queries/."),
+        "placement": Param("auto", enum=["auto", "spark", "duckdb"],
+                           description="auto: the optimiser's plan; spark or duckdb: every "
+                                       "operator on that engine."),
+        "rate": Param(1000, type="number", minimum=1, description="Tuples per second."),
+        "duration": Param(360, type="number", minimum=1,
+                          description="Seconds of event time to generate."),
+        "batch": Param(None, type=["null", "number"], minimum=0.001,
+                       description="Seconds of event time per micro-batch (empty: one slide)."),
+    },
+):
+    optimise = OptimizeOperator(task_id="optimise", query="{{ params.query }}",
+                                placement="{{ params.placement }}", rate="{{ params.rate }}")
+    run = RunQueryOperator(task_id="run", query="{{ params.query }}", rate="{{ params.rate }}",
+                           duration="{{ params.duration }}", batch="{{ params.batch }}",
+                           plan_task_id="optimise")
+    summary = SummaryOperator(task_id="summary", run_task_id="run")
+    optimise >> run >> summary

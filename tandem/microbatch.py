@@ -1,0 +1,107 @@
+"""Incremental runs over a landing directory: each run reads the files that landed since the last
+one (Spark's availableNow trigger), continues the windows from the checkpoint and the DuckDB state,
+and stops. ``tandem_microbatch`` in Airflow runs this on a schedule.
+
+Exactly once: Spark's checkpoint keeps the last file read (the landing source's offsets are file
+names, so files must land with names in event-time order, as ``tandem generate`` writes them), the
+results are written per micro-batch id, and a lock on the checkpoint lets one run at a time go
+on: an overlapping run waits and then finds only the files its predecessor left.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from columnar.store import schema_name
+from rowstream.landing import landed_files
+
+SCHEDULED = ("q1", "q2")  # the correlated aggregations that tandem_microbatch keeps up to date
+
+
+@dataclass(frozen=True)
+class MicroBatchSummary:
+    query: str
+    files: list[str]  # the files this run read, in order
+    tuples: int = 0
+    batches: int = 0
+    result_rows: int = 0
+    quarantined: int = 0
+    wall_seconds: float = 0.0
+    results_table: str = ""
+    placement: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def microbatch_name(query: str) -> str:
+    """The micro-batch runs' name for a query: their schema in the store and their checkpoint,
+    apart from the bounded runs of the query (which start afresh each time)."""
+    return f"{Path(query).stem}_microbatch"
+
+
+def last_file_read(checkpoint: str | Path) -> str:
+    """The last landing file of the checkpoint's last committed micro-batch ("" before any).
+
+    Spark's offset log (``offsets/<batch>``) is a version line, the batch's metadata and one JSON
+    line per source; ``commits/<batch>`` exists once the batch committed."""
+    checkpoint = Path(checkpoint)
+    committed = [int(p.name) for p in (checkpoint / "commits").glob("[0-9]*")]
+    if not committed:
+        return ""
+    lines = (checkpoint / "offsets" / str(max(committed))).read_text().splitlines()
+    return json.loads(lines[2])["after"]
+
+
+def pending_files(landing: str | Path, checkpoint: str | Path) -> list[str]:
+    """The landed files that the checkpoint has not read yet."""
+    after = last_file_read(checkpoint)
+    return [f for f in landed_files(landing) if f > after]
+
+
+@contextmanager
+def exclusive(checkpoint: Path) -> Iterator[None]:
+    """One run of a checkpoint at a time, across processes: a second run waits for the first."""
+    checkpoint.parent.mkdir(parents=True, exist_ok=True)
+    with open(checkpoint.with_name(checkpoint.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def run_microbatch(query: str, landing: str | Path, *, checkpoints: str | Path,
+                   store: str | Path, placement: str = "auto", catalog: str | None = None,
+                   profile: str | None = None) -> MicroBatchSummary:
+    """Run ``query`` over the files that landed in ``landing`` since its last run, with its
+    checkpoint in ``checkpoints``. A run that finds no new file returns at once, without
+    starting Spark.
+
+    The first run's placement is pinned for the checkpoint's life (``<checkpoint>.placement``):
+    Spark's state and DuckDB's window tables are those of that plan. A plan the nightly
+    clean-up finds better is logged; it takes over once the checkpoint is started afresh."""
+    name = microbatch_name(query)
+    checkpoint = Path(checkpoints) / name
+    pinned = checkpoint.with_name(name + ".placement")
+    with exclusive(checkpoint):
+        files = pending_files(landing, checkpoint)
+        if not files:
+            return MicroBatchSummary(name, [], results_table=f"{schema_name(name)}.results")
+        from tandem.run import run  # imports Spark: only when there is something to read
+
+        if pinned.is_file() and checkpoint.is_dir():
+            placement = pinned.read_text().strip()
+        summary = run(query, placement=placement, source=str(landing), catalog=catalog,
+                      profile=profile, store=store, checkpoint=checkpoint, resume=True,
+                      available_now=True, name=name)
+        pinned.write_text(",".join(f"{op}={e}" for op, e in summary.placement.items()) + "\n")
+        read = [f for f in files if f <= last_file_read(checkpoint)]
+    return MicroBatchSummary(summary.query, read, summary.tuples, summary.batches,
+                             summary.result_rows, summary.quarantined, summary.wall_seconds,
+                             summary.results_table, summary.placement)

@@ -1,0 +1,169 @@
+"""The DAGs import, and each runs end to end with ``dag.test()`` on the real engines; the
+micro-batch DAG's results over two landed files equal the reference evaluator's rows."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import timedelta
+
+import polars as pl
+import pytest
+
+from columnar.store import ColumnarStore
+from optimizer import optimize
+from tandem import reference
+from tandem.cleanup import cleanup
+from tandem.microbatch import SCHEDULED, microbatch_name, run_microbatch
+from tandem.workload import SmartPlugs
+from tests.conftest import QUERIES, query_sql
+from tests.test_reference import assert_same_rows
+
+pytestmark = pytest.mark.integration
+
+# As in test_run: six plugs at 3 tuples/s; each landed file holds 400 s of event time.
+TOPOLOGY = dict(houses=2, households_per_house=2, plugs=6)
+RATE, FILE_SECONDS = 3, 400
+
+
+@pytest.fixture
+def state(airflow_state):
+    return airflow_state
+
+
+@pytest.fixture(scope="module")
+def landed_files(tmp_path_factory):
+    """Three consecutive files of the smart-plug stream, and the stream itself."""
+    plugs = SmartPlugs(rate=RATE, **TOPOLOGY)
+    files = plugs.write_csv(tmp_path_factory.mktemp("staging"), 3 * FILE_SECONDS, FILE_SECONDS)
+    return files, pl.from_arrow(plugs.between(0, 3 * FILE_SECONDS))
+
+
+def reference_rows(stream: pl.DataFrame, query: str, catalog, profile, files: int):
+    """The reference's rows for the windows that the first ``files`` files complete."""
+    last = stream.filter(pl.col("ts") < stream["ts"].min() + timedelta(seconds=files * FILE_SECONDS))
+    root = optimize(query_sql(query), catalog, profile).logical.root
+    want = reference.Evaluator({"plugs": last}).result(root)
+    return root, want.filter(pl.col("window_end") <= last["ts"].max())
+
+
+def results(store, query: str) -> pl.DataFrame:
+    columnar = ColumnarStore(store)
+    try:
+        return pl.from_arrow(columnar.results(microbatch_name(query)))
+    finally:
+        columnar.close()
+
+
+def test_the_dags_import_without_errors(dags):
+    assert dags.import_errors == {}
+    assert {"tandem_query", "tandem_microbatch", "tandem_nightly_cleanup"} <= set(dags.dags)
+    form = dags.dags["tandem_query"].params
+    assert form["query"] == "q1" and set(form.get_param("query").schema["enum"]) == {
+        p.stem for p in QUERIES.glob("*.sql")}
+
+
+def test_tandem_query_runs_optimise_run_summary(dags, state, catalog, profile):
+    run = dags.dags["tandem_query"].test(
+        run_conf={"query": "q5", "placement": "auto", "rate": 20, "duration": 330, "batch": 30})
+    assert run.state == "success"
+    plan = run.get_task_instance("optimise").xcom_pull(task_ids="optimise")
+    summary = run.get_task_instance("summary").xcom_pull(task_ids="summary")
+    assert summary["placement"] == plan["placement"]  # the plan shown is the plan that ran
+    # The generator's default topology, as the DAG runs it.
+    stream = pl.from_arrow(SmartPlugs(rate=20).between(0, 330))
+    root = optimize(query_sql("q5"), catalog, profile).logical.root
+    want = reference.Evaluator({"plugs": stream}).result(root)
+    columnar = ColumnarStore(state / "tandem.duckdb")
+    got = pl.from_arrow(columnar.results("q5"))
+    runs = columnar.recent("runs", "q5")
+    columnar.close()
+    assert summary["tuples"] == 20 * 330 and summary["result_rows"] == want.height
+    assert_same_rows(got.select(root.columns), want)
+    assert runs[0]["tuples"] == summary["tuples"]
+
+
+def test_tandem_microbatch_over_two_landed_files_gives_the_reference_rows(
+        dags, state, landed_files, catalog, profile):
+    files, stream = landed_files
+    landing = state / "landing"
+    landing.mkdir(parents=True)
+    dag = dags.dags["tandem_microbatch"]
+    for n, file in enumerate(files[:2], start=1):
+        shutil.copy(file, landing / file.name)
+        run = dag.test()
+        assert run.state == "success"
+        for query in SCHEDULED:
+            read = run.get_task_instance(f"microbatch_{query}").xcom_pull(
+                task_ids=f"microbatch_{query}")
+            assert read["files"] == [file.name]
+            root, want = reference_rows(stream, query, catalog, profile, files=n)
+            assert_same_rows(results(state / "tandem.duckdb", query).select(root.columns), want)
+    # No new file: the runs read nothing, and the results stay as they are.
+    run = dag.test()
+    assert run.state == "success"
+    for query in SCHEDULED:
+        assert run.get_task_instance(f"microbatch_{query}").xcom_pull(
+            task_ids=f"microbatch_{query}")["files"] == []
+        root, want = reference_rows(stream, query, catalog, profile, files=2)
+        assert_same_rows(results(state / "tandem.duckdb", query).select(root.columns), want)
+
+
+def test_overlapping_microbatch_runs_read_each_file_once(state, landed_files, catalog, profile):
+    from concurrent.futures import ThreadPoolExecutor
+
+    files, stream = landed_files
+    landing = state / "landing"
+    landing.mkdir(parents=True)
+    for file in files[:2]:
+        shutil.copy(file, landing / file.name)
+    with ThreadPoolExecutor(2) as pool:
+        runs = list(pool.map(lambda _: run_microbatch(
+            "q1", landing, checkpoints=state / "checkpoints", store=state / "tandem.duckdb"),
+            range(2)))
+    assert sorted(f for r in runs for f in r.files) == [f.name for f in files[:2]]
+    root, want = reference_rows(stream, "q1", catalog, profile, files=2)
+    assert_same_rows(results(state / "tandem.duckdb", "q1").select(root.columns), want)
+
+
+def test_nightly_cleanup_reclaims_archives_refreshes_and_keeps_recovery(
+        dags, state, landed_files, catalog, profile):
+    files, stream = landed_files
+    landing, store = state / "landing", state / "tandem.duckdb"
+    landing.mkdir(parents=True)
+    for file in files[:2]:
+        shutil.copy(file, landing / file.name)
+        for query in SCHEDULED:
+            run_microbatch(query, landing, checkpoints=state / "checkpoints", store=store)
+
+    run = dags.dags["tandem_nightly_cleanup"].test()
+    assert run.state == "success"
+    report = run.get_task_instance("cleanup").xcom_pull(task_ids="cleanup")
+    # Every run read both files; the last one read stays for a replayed closing batch.
+    assert report["archived"] == [files[0].name]
+    assert sorted(p.name for p in (landing / "archive").iterdir()) == [files[0].name]
+    # Statistics from the archived file: the generator's rate and plugs.
+    assert report["statistics"]["rate"] == pytest.approx(RATE, rel=0.02)
+    assert report["statistics"]["distinct"]["house_id, household_id, plug_id"] == 6
+    assert (state / "catalog.toml").is_file()
+    assert [p["query"] for p in report["plans"]] == list(SCHEDULED)
+    assert all(p["changed"] and p["reason"] == "first plan logged" for p in report["plans"])
+
+    # A short retention and few batches kept: old results go, and a run still resumes.
+    before = {q: results(store, q).height for q in SCHEDULED}
+    tight = cleanup(list(SCHEDULED), retention=timedelta(seconds=60), keep_batches=2)
+    for query in SCHEDULED:
+        kept = results(store, query)
+        root, want = reference_rows(stream, query, catalog, profile, files=2)
+        cutoff = want["window_end"].max() - timedelta(seconds=60)
+        assert_same_rows(kept.select(root.columns), want.filter(pl.col("window_end") >= cutoff))
+    assert tight.result_rows == sum(before.values()) - sum(results(store, q).height
+                                                           for q in SCHEDULED)
+    assert tight.checkpoint_files > 0
+    shutil.copy(files[2], landing / files[2].name)
+    for query in SCHEDULED:
+        assert run_microbatch(query, landing, checkpoints=state / "checkpoints",
+                              store=store).files == [files[2].name]
+        root, want = reference_rows(stream, query, catalog, profile, files=3)
+        cutoff = reference_rows(stream, query, catalog, profile, files=2)[1]["window_end"].max()
+        assert_same_rows(results(store, query).filter(pl.col("window_end") > cutoff)
+                         .select(root.columns), want.filter(pl.col("window_end") > cutoff))
