@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit integration bench lint clean
+.PHONY: demo test unit integration bench lint clean airflow
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -15,6 +15,9 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/tandem explain q1 --rate 20000 --exhaustive
 	$(BIN)/tandem run q1 --rate 2000 --duration 360
+
+airflow: $(STAMP)
+	$(BIN)/tandem airflow
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
@@ -29,4 +32,4 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 clean:
-	rm -rf $(VENV) .tandem .pytest_cache .hypothesis
+	rm -rf $(VENV) .tandem .airflow .pytest_cache .hypothesis

@@ -49,11 +49,13 @@ def schema_name(query: str) -> str:
 class ColumnarStore:
     """A DuckDB file (or ``:memory:``) that keeps the state and results of DB-ops."""
 
-    def __init__(self, path: str | Path = DEFAULT_PATH):
-        if str(path) != ":memory:":
+    def __init__(self, path: str | Path = DEFAULT_PATH, read_only: bool = False):
+        """``read_only``: for readers in other processes (the Airflow plugin); DuckDB lets them
+        in while no process writes."""
+        if str(path) != ":memory:" and not read_only:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self.path = str(path)
-        self.con = duckdb.connect(self.path)
+        self.con = duckdb.connect(self.path, read_only=read_only)
         self._created: set[str] = set()  # tables known to exist
         self._run("SET TimeZone = 'UTC'")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import time
 from contextlib import contextmanager
@@ -374,6 +375,75 @@ def bench_command(
     console.print(report.read_text().split("\n## Q")[0])
     console.print(f"Report: {_short(report)}; figures for scripts: {_short(out / 'bench.json')}",
                   highlight=False)
+
+
+@app.command("microbatch")
+def microbatch_command(
+    query: Query,
+    landing: Annotated[Path | None, typer.Option(help="The landing directory (default: TANDEM_LANDING, else .tandem/landing).")] = None,
+) -> None:
+    """Run QUERY over the files that landed since its last micro-batch run, then stop."""
+    from tandem import settings
+    from tandem.microbatch import run_microbatch
+
+    with console.status("reading the new files"), user_errors(query):
+        summary = run_microbatch(query, landing or settings.landing_dir(),
+                                 checkpoints=settings.checkpoints_dir(),
+                                 store=settings.store_path())
+    if not summary.files:
+        console.print(f"{summary.query}: no new files.")
+        return
+    console.print(f"{summary.query}: {len(summary.files)} files ({summary.files[0]} … "
+                  f"{summary.files[-1]}), {summary.tuples:,} tuples, {summary.result_rows:,} "
+                  f"result rows into {summary.results_table}.", highlight=False)
+
+
+@app.command("cleanup")
+def cleanup_command(
+    retention_days: Annotated[float, typer.Option(help="Keep results (and state) of this many days of event time.")] = 1.0,
+    keep_batches: Annotated[int, typer.Option(help="Micro-batches whose checkpoint logs and progress are kept.")] = 10,
+) -> None:
+    """The nightly clean-up of the micro-batch runs' state (what tandem_nightly_cleanup runs)."""
+    from datetime import timedelta
+
+    from tandem.cleanup import cleanup
+    from tandem.microbatch import SCHEDULED
+
+    with console.status("cleaning up"), user_errors():
+        report = cleanup(list(SCHEDULED), retention=timedelta(days=retention_days),
+                         keep_batches=keep_batches)
+    console.print(f"Reclaimed {report.rows_reclaimed:,} rows and "
+                  f"{_bytes(report.bytes_reclaimed)}; archived {len(report.archived)} files.")
+    for plan in report.plans:
+        console.print(f"{plan['query']}: {'new plan' if plan['changed'] else 'plan unchanged'}"
+                      f" ({plan['reason']})", highlight=False)
+
+
+@app.command("airflow")
+def airflow_command(
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 8080,
+    home: Annotated[Path, typer.Option(help="AIRFLOW_HOME: SQLite metadata and logs.")] = Path(".airflow"),
+) -> None:
+    """Start Airflow standalone with this repository's DAGs and plugin; Ctrl-C stops it."""
+    from tandem.airflow_server import USER, password, start, stop, wait_healthy
+
+    home = home.resolve()
+    process = start(home, port)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stop Airflow too
+    try:
+        with console.status(f"starting Airflow (log: {_short(home / 'standalone.log')})"), \
+                user_errors():
+            wait_healthy(port, process)
+        console.print(f"Airflow is up: http://127.0.0.1:{port}  user [bold]{USER}[/], password "
+                      f"[bold]{password(home)}[/] (kept in "
+                      f"{_short(home / 'simple_auth_manager_passwords.json.generated')}). "
+                      "The Tandem page is in the navigation. Ctrl-C stops Airflow.",
+                      highlight=False, soft_wrap=True)
+        process.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop(process)
 
 
 if __name__ == "__main__":

@@ -89,6 +89,7 @@ def run_microbatch(query: str, landing: str | Path, *, checkpoints: str | Path,
     name = microbatch_name(query)
     checkpoint = Path(checkpoints) / name
     pinned = checkpoint.with_name(name + ".placement")
+    Path(landing).mkdir(parents=True, exist_ok=True)  # where users drop files
     with exclusive(checkpoint):
         files = pending_files(landing, checkpoint)
         if not files:

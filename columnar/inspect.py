@@ -1,0 +1,113 @@
+"""Read-only inspection of the DuckDB store: a SQL console that only reads the store's tables,
+and the EXPLAIN of a DB-op's SQL.
+
+The console checks a statement twice. sqlglot's parse gives a clear refusal for anything but a
+single query (a write, ATTACH, COPY, SET, PRAGMA ...) or for a query that reads files; and the
+connection itself is opened read-only with DuckDB's external access off, so DuckDB refuses what
+the parse might miss."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import sqlglot
+from sqlglot import exp
+
+from columnar.fragment_sql import PANE, WINDOW_ENDS, Fragment
+
+ROW_LIMIT = 200
+QUERIES = (exp.Select, exp.Union, exp.Intersect, exp.Except)
+# DuckDB's functions that read files or other databases (DuckDB refuses them too: see above).
+FILE_READERS = {"read_csv", "read_csv_auto", "read_parquet", "parquet_scan", "read_json",
+                "read_json_auto", "read_ndjson", "read_ndjson_auto", "read_json_objects",
+                "read_text", "read_blob", "glob", "sniff_csv", "parquet_metadata",
+                "parquet_schema", "parquet_file_metadata", "parquet_kv_metadata", "read_xlsx",
+                "sqlite_scan", "postgres_scan", "mysql_scan", "iceberg_scan", "delta_scan"}
+
+
+class Refused(ValueError):
+    """A statement the console does not run, with the reason in words."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    columns: list[str]
+    rows: list[tuple]
+    truncated: bool  # more than ROW_LIMIT rows
+
+
+def check_read_only(sql: str) -> str:
+    """The statement if it only reads the store's tables, else ``Refused``."""
+    try:
+        statements = [s for s in sqlglot.parse(sql, dialect="duckdb") if s is not None]
+    except sqlglot.errors.ParseError as err:
+        raise Refused(f"not valid SQL: {str(err).splitlines()[0]}") from None
+    if len(statements) != 1:
+        raise Refused("give one statement at a time")
+    statement = statements[0]
+    if not isinstance(statement, QUERIES):
+        kind = (statement.name if isinstance(statement, exp.Command) else statement.key).upper()
+        raise Refused(f"the console is read-only: {kind} is refused. Write a SELECT (or WITH … "
+                      "SELECT) over the store's tables.")
+    for call in statement.find_all(exp.Func):
+        name = (call.name if isinstance(call, exp.Anonymous) else call.sql_name()).lower()
+        if name in FILE_READERS:
+            raise Refused(f"reading files is refused ({name}): the console reads the store's "
+                          "tables only.")
+    for table in statement.find_all(exp.Table):
+        if isinstance(table.this, exp.Literal) or "/" in table.name or "." in table.name:
+            raise Refused(f"reading the file {table.name!r} is refused: the console reads the "
+                          "store's tables only.")
+    return statement.sql(dialect="duckdb")
+
+
+def read_only_query(store: str | Path, sql: str, limit: int = ROW_LIMIT) -> Answer:
+    """Run a read-only query over the DuckDB file ``store``."""
+    check_read_only(sql)
+    if not Path(store).is_file():
+        raise Refused(f"no DuckDB file at {store} yet: run a query first")
+    try:
+        con = duckdb.connect(str(store), read_only=True,
+                             config={"enable_external_access": False, "lock_configuration": True})
+    except duckdb.IOException:
+        raise Refused("the store is busy: a run is writing to it (DuckDB lets one process "
+                      "write at a time). Try again when the run has ended.") from None
+    try:
+        cursor = con.execute(sql)
+        columns = [d[0] for d in cursor.description]
+        rows = cursor.fetchmany(limit + 1)
+    except duckdb.PermissionException as err:
+        raise Refused(f"refused by DuckDB: {str(err).splitlines()[0]}") from None
+    except duckdb.Error as err:
+        raise Refused(f"{type(err).__name__}: {str(err).splitlines()[0]}") from None
+    finally:
+        con.close()
+    return Answer(columns, rows[:limit], len(rows) > limit)
+
+
+def explain_fragment(fragment: Fragment, types: dict[str, str]) -> str:
+    """DuckDB's EXPLAIN of a DB-op's SQL, over empty input tables typed from the catalog
+    (``types``: column → SQL type; window bounds are timestamps, other columns doubles)."""
+    con = duckdb.connect()
+    try:
+        tables = {t.table: t.columns for t in fragment.inputs}
+        tables.update({p.table.table: p.table.columns for p in fragment.panes})
+        for name, columns in tables.items():
+            typed = [f'"{c}" {_type(c, types)}' for c in columns]
+            if any(t.table == name and t.panes_per_window is not None for t in fragment.inputs):
+                typed.append(f"{PANE} BIGINT")
+            con.execute(f"CREATE TABLE {name} ({', '.join(typed)}, _batch BIGINT)")
+        con.execute(f"CREATE TABLE {WINDOW_ENDS} (window_end TIMESTAMP)")
+        return "\n".join(row[1] for row in con.execute("EXPLAIN " + fragment.sql).fetchall())
+    finally:
+        con.close()
+
+
+def _type(column: str, types: dict[str, str]) -> str:
+    if column in types:
+        return types[column]
+    if column.startswith("window_"):
+        return "TIMESTAMP"
+    return "BIGINT" if column == PANE else "DOUBLE"

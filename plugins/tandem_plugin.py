@@ -1,0 +1,163 @@
+"""The "Tandem" page in Airflow's navigation: for every query its SQL, the chosen plan as a tree
+with the engine and costs of every operator, feasibility at the current rate, the last runs'
+throughput and each DB-op's DuckDB SQL with its EXPLAIN; and a read-only SQL console over the
+DuckDB store.
+
+Airflow mounts a plugin's FastAPI app without its own authentication, so every route here
+depends on Airflow's: the JWT of a logged-in user, from the UI's cookie or a bearer header."""
+
+from __future__ import annotations
+
+from html import escape
+
+from airflow.api_fastapi.core_api.security import requires_authenticated
+from airflow.plugins_manager import AirflowPlugin
+from fastapi import Depends, FastAPI, HTTPException
+from fastapi.responses import HTMLResponse
+
+from columnar.inspect import ROW_LIMIT, Refused, read_only_query
+from optimizer.errors import TandemError
+from tandem import settings
+from tandem.inspection import Overview, PlanNode, overview, queries
+
+TABLES = ("SELECT schema_name AS schema, table_name AS table, estimated_size AS rows "
+          "FROM duckdb_tables() ORDER BY ALL")
+
+app = FastAPI(title="Tandem", dependencies=[Depends(requires_authenticated())])
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 0; color: #1f2933; background: #f7f8fa; }
+nav { padding: 12px 20px; background: #fff; border-bottom: 1px solid #dde1e6; }
+nav a { margin-right: 14px; text-decoration: none; color: #1c64f2; font-weight: 600; }
+nav a.current { color: #1f2933; border-bottom: 2px solid #1f2933; }
+main { padding: 8px 20px 40px; max-width: 1200px; }
+section { background: #fff; border: 1px solid #dde1e6; border-radius: 6px; padding: 12px 16px;
+          margin: 14px 0; }
+h2 { font-size: 1.05rem; margin: 0 0 8px; }
+pre { background: #f1f3f5; padding: 10px; overflow-x: auto; font-size: 0.82rem; }
+ul.plan, ul.plan ul { list-style: none; padding-left: 22px; border-left: 1px dashed #c5cbd3; }
+ul.plan { border-left: none; padding-left: 0; }
+.op { display: inline-block; margin: 3px 0; }
+.engine { font-size: 0.72rem; font-weight: 700; padding: 1px 6px; border-radius: 9px;
+          margin-right: 6px; text-transform: uppercase; }
+.engine-spark { background: #fde8d7; color: #a04100; }
+.engine-duckdb { background: #fff4c2; color: #6b5500; }
+.engine-source { background: #e4e7eb; color: #3e4c59; }
+.costs { color: #616e7c; font-size: 0.78rem; margin-left: 8px; }
+.feasible { color: #0e7a3a; font-weight: 700; } .infeasible { color: #b42318; font-weight: 700; }
+table { border-collapse: collapse; font-size: 0.85rem; }
+td, th { border: 1px solid #dde1e6; padding: 3px 8px; text-align: left; }
+.refusal { background: #fdecea; color: #b42318; padding: 8px 12px; border-radius: 4px; }
+textarea { width: 100%; font-family: monospace; }
+"""
+
+
+def _number(x: float) -> str:
+    return f"{x:,.4g}" if abs(x) < 1e4 else f"{x:,.0f}"
+
+
+def _tree(node: PlanNode) -> str:
+    engine = "source" if node.kind == "window" else node.engine
+    costs = "".join(f" {k} = {_number(v)}" for k, v in node.costs.items())
+    children = "".join(_tree(c) for c in node.inputs)
+    return (f'<li><span class="op" data-operator="{escape(node.id)}">'
+            f'<span class="engine engine-{engine}">{escape(engine)}</span>'
+            f"<b>{escape(node.id)}</b> {escape(node.description)}"
+            f'<span class="costs">{escape(costs)}</span></span>'
+            + (f"<ul>{children}</ul>" if children else "") + "</li>")
+
+
+def _table(columns: list[str], rows: list) -> str:
+    head = "".join(f"<th>{escape(str(c))}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{escape(str(v))}</td>" for v in row) + "</tr>"
+                   for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _overview(o: Overview) -> str:
+    state = ('<span class="feasible">feasible</span>' if o.feasible
+             else '<span class="infeasible">not feasible</span>')
+    runs = (_table(["logged at (UTC)", "source", "tuples", "wall s", "tuples/s", "result rows"],
+                   [(r["logged_at"], r["source"], f"{r['tuples']:,}", f"{r['wall_seconds']:.1f}",
+                     f"{r['throughput']:,.0f}", f"{r['result_rows']:,}") for r in o.runs])
+            if o.runs else f"<p>{escape(o.runs_note)}</p>")
+    db_ops = "".join(
+        f"<h3>{escape(d['id'])} <small>({escape(', '.join(d['members']))})</small></h3>"
+        f"<pre class=\"duckdb-sql\">{escape(d['sql'])}</pre>"
+        f"<details><summary>EXPLAIN</summary><pre>{escape(d['explain'])}</pre></details>"
+        for d in o.db_ops) or "<p>This plan runs every operator in Spark.</p>"
+    return f"""
+<section><h2>SQL</h2><pre>{escape(o.sql)}</pre></section>
+<section id="plan"><h2>Plan</h2>
+<p>At {_number(o.rate)} tuples/s (catalog {escape(o.catalog)}): {state};
+bottleneck cost {_number(o.bottleneck_cost)}, utilization cost {_number(o.utilization_cost)}.
+Costs are per operator (a DB-op's members share its costs).</p>
+<ul class="plan">{_tree(o.plan)}</ul></section>
+<section><h2>Last runs</h2>{runs}</section>
+<section><h2>DuckDB SQL of the DB-ops</h2>{db_ops}</section>"""
+
+
+def _page(query: str, body: str, sql: str = "", answer: str = "") -> HTMLResponse:
+    links = "".join(f'<a href="?query={q}" class="{"current" if q == query else ""}">{q}</a>'
+                    for q in queries())
+    console = f"""
+<section id="console"><h2>SQL console (read-only, {escape(str(settings.store_path()))})</h2>
+<form method="get" action="console">
+<input type="hidden" name="query" value="{escape(query)}">
+<textarea name="sql" rows="4">{escape(sql or "SELECT * FROM duckdb_tables()")}</textarea>
+<p><button type="submit">Run</button> at most {ROW_LIMIT} rows</p></form>{answer}</section>"""
+    return HTMLResponse(f"""<!doctype html><html><head><meta charset="utf-8">
+<title>Tandem · {escape(query)}</title><style>{STYLE}</style></head>
+<body><nav>{links}</nav><main>{body}{console}</main></body></html>""")
+
+
+def _query(query: str | None) -> str:
+    known = queries()
+    if query is None:
+        return "q1" if "q1" in known else known[0]
+    if query not in known:
+        raise HTTPException(404, f"no query {query!r}: give one of {', '.join(known)}")
+    return query
+
+
+@app.get("/", response_class=HTMLResponse)
+def page(query: str | None = None) -> HTMLResponse:
+    query = _query(query)
+    try:
+        body = _overview(overview(query))
+    except TandemError as err:
+        body = f'<p class="refusal">{escape(str(err))}</p>'
+    return _page(query, body)
+
+
+@app.get("/console", response_class=HTMLResponse)
+def console(sql: str, query: str | None = None) -> HTMLResponse:
+    query = _query(query)
+    try:
+        answer = read_only_query(settings.store_path(), sql)
+        shown = _table(answer.columns, answer.rows) + (
+            f"<p>first {ROW_LIMIT} rows shown</p>" if answer.truncated else "")
+    except Refused as refusal:
+        shown = f'<p class="refusal">Refused: {escape(str(refusal))}</p>'
+    try:
+        tables = read_only_query(settings.store_path(), TABLES)
+        listing = _table(tables.columns, tables.rows)
+    except Refused as refusal:
+        listing = f"<p>{escape(str(refusal))}</p>"
+    return _page(query, f'<section><p><a href="./?query={query}">← {query}</a></p>'
+                 f"<h2>Tables of the store</h2>{listing}</section>", sql, shown)
+
+
+@app.get("/api/queries/{query}")
+def query_json(query: str) -> dict:
+    """The page's content as JSON, for scripts."""
+    from dataclasses import asdict
+
+    return asdict(overview(_query(query)))
+
+
+class TandemPlugin(AirflowPlugin):
+    name = "tandem"
+    fastapi_apps = [{"app": app, "url_prefix": "/tandem", "name": "Tandem"}]
+    external_views = [{"name": "Tandem", "href": "tandem/", "destination": "nav",
+                       "url_route": "tandem", "nav_top_level": True}]

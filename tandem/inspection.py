@@ -1,0 +1,85 @@
+"""What the Airflow plugin shows of a query: its SQL, the chosen plan as a tree with the engine
+and costs of every operator, feasibility at the current rate, the last runs' throughput, and each
+DB-op's DuckDB SQL with its EXPLAIN."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+
+from columnar.inspect import explain_fragment
+from columnar.store import ColumnarStore
+from optimizer import load_catalog
+from tandem import settings
+from tandem.explain import explain
+from tandem.microbatch import microbatch_name
+
+
+@dataclass
+class PlanNode:
+    id: str
+    kind: str
+    description: str
+    engine: str
+    costs: dict  # lambda_in, lambda_out, u of the physical operator that runs it (if any)
+    inputs: list[PlanNode] = field(default_factory=list)
+
+
+@dataclass
+class Overview:
+    query: str
+    sql: str
+    rate: float
+    catalog: str
+    feasible: bool
+    bottleneck_cost: float
+    utilization_cost: float
+    plan: PlanNode
+    db_ops: list[dict]  # id, members, sql, explain
+    runs: list[dict]  # newest first
+    runs_note: str = ""  # why there are none to show
+
+
+def queries() -> list[str]:
+    return sorted(p.stem for p in settings.REPOSITORY_QUERIES.glob("*.sql"))
+
+
+def overview(query: str, store: Path | None = None) -> Overview:
+    explanation = explain(query)
+    shown = explanation.to_json()
+    physical = {member: op for op in shown["operators"] for member in op["members"]}
+    nodes: dict[str, PlanNode] = {}
+    for op in shown["logical_operators"]:  # post-order: inputs first
+        cost = physical.get(op["id"], {})
+        nodes[op["id"]] = PlanNode(
+            op["id"], op["kind"], op["description"], op["engine"],
+            {k: cost[k] for k in ("lambda_in", "lambda_out", "u") if k in cost},
+            [nodes[i] for i in op["inputs"]])
+    root = nodes[shown["logical_operators"][-1]["id"]]
+    types = {c: t for s in load_catalog(explanation.catalog).streams.values()
+             for c, t in s.columns.items()}
+    db_ops = [{"id": f.id, "members": list(f.members), "sql": f.sql,
+               "explain": explain_fragment(f, types)} for f in explanation.fragments]
+    name = explanation.query.stem
+    runs, note = recent_runs([name, microbatch_name(name)], store or settings.store_path())
+    return Overview(name, explanation.query.read_text(), shown["rate"], str(explanation.catalog),
+                    shown["feasible"], shown["bottleneck_cost"], shown["utilization_cost"], root,
+                    db_ops, runs, note)
+
+
+def recent_runs(names: list[str], store: Path, limit: int = 10) -> tuple[list[dict], str]:
+    """The newest runs of any of ``names``, or none and the reason."""
+    if not store.is_file():
+        return [], f"no runs yet ({store} does not exist)"
+    try:
+        columnar = ColumnarStore(store, read_only=True)
+    except duckdb.IOException:
+        return [], "the store is busy: a run is writing to it; reload when it has ended"
+    try:
+        runs = [run for name in names for run in columnar.recent("runs", name, limit)]
+    finally:
+        columnar.close()
+    runs.sort(key=lambda r: r["logged_at"], reverse=True)
+    return runs[:limit], "" if runs else "no runs yet"
