@@ -12,6 +12,16 @@ from datetime import timedelta
 from airflow.sdk import BaseOperator
 
 from tandem import settings
+from tandem.airflow_server import DUCKDB_POOL
+
+
+class StoreOperator(BaseOperator):
+    """An operator that opens Tandem's DuckDB file. DuckDB lets one process at a time open the
+    file for writing (and none read while it does), so such tasks share a pool of one slot."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("pool", DUCKDB_POOL)
+        super().__init__(**kwargs)
 
 
 def _number(value) -> float | None:
@@ -35,7 +45,7 @@ class OptimizeOperator(BaseOperator):
         return explain(self.query, rate=_number(self.rate), placement=self.placement).to_json()
 
 
-class RunQueryOperator(BaseOperator):
+class RunQueryOperator(StoreOperator):
     """Run a query for a bounded time over the generator. With ``plan_task_id`` it runs the
     placement that task chose (the plan the UI shows is the plan that runs)."""
 
@@ -76,7 +86,7 @@ class SummaryOperator(BaseOperator):
         return summary
 
 
-class MicroBatchOperator(BaseOperator):
+class MicroBatchOperator(StoreOperator):
     """Run a query over the files that landed since its last micro-batch run (availableNow)."""
 
     template_fields = ("query",)
@@ -97,7 +107,7 @@ class MicroBatchOperator(BaseOperator):
         return summary.to_json()
 
 
-class ValidateOperator(BaseOperator):
+class ValidateOperator(StoreOperator):
     """Check a query's results; fail the task on a problem. ``checks`` are functions from the
     rows to the problems they find (``tandem.quality``; Great Expectations suites take the same
     shape)."""
@@ -127,7 +137,7 @@ class ValidateOperator(BaseOperator):
         return {"table": result.table, "rows": result.rows}
 
 
-class CleanupOperator(BaseOperator):
+class CleanupOperator(StoreOperator):
     """The nightly clean-up (``tandem.cleanup``); the report goes to XCom."""
 
     def __init__(self, *, queries: list[str], retention_days: float = 1.0, keep_batches: int = 10,

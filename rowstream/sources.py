@@ -201,13 +201,15 @@ class _LandingReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             new = new[:self.per_batch]
         if new:
             return {"after": new[-1], "closed": False}
-        return {"after": start["after"], "closed": self.target is not None or start["closed"]}
+        # Offsets written before the closing batch existed have no "closed".
+        return {"after": start["after"],
+                "closed": self.target is not None or start.get("closed", False)}
 
     def partitions(self, start: dict, end: dict):
         names = [f for f in landed_files(self.directory) if start["after"] < f <= end["after"]]
         if names:
             return [_Files([str(self.directory / f) for f in names])]
-        if end["after"] and end["closed"] and not start["closed"]:
+        if end["after"] and end.get("closed") and not start.get("closed", False):
             return [_Files([str(self.directory / end["after"])], heartbeat_only=True)]
         return []
 

@@ -18,6 +18,8 @@ from optimizer.errors import TandemError
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 USER = "admin"
+DUCKDB_POOL = "tandem_duckdb"  # the tasks that open the DuckDB file (operators.StoreOperator)
+POOL_DESCRIPTION = "Tasks that open Tandem's DuckDB file (one process may write to it at a time)"
 
 
 def environment(home: Path, port: int = 8080, state: Path | None = None) -> dict[str, str]:
@@ -42,12 +44,19 @@ def environment(home: Path, port: int = 8080, state: Path | None = None) -> dict
 
 def start(home: Path, port: int = 8080, state: Path | None = None,
           log: Path | None = None) -> subprocess.Popen:
-    """``airflow standalone`` in the background, from the repository (queries/ resolve there)."""
+    """``airflow standalone`` in the background, from the repository (queries/ resolve there),
+    with the pool that lets one task at a time open the DuckDB file."""
     home.mkdir(parents=True, exist_ok=True)
+    env = environment(home, port, state)
     out = open(log or home / "standalone.log", "ab")
+    for command in (["db", "migrate"], ["pools", "set", DUCKDB_POOL, "1", POOL_DESCRIPTION]):
+        done = subprocess.run([sys.executable, "-m", "airflow", *command], cwd=REPOSITORY,
+                              env=env, stdout=out, stderr=subprocess.STDOUT)
+        if done.returncode:
+            raise TandemError(f"`airflow {' '.join(command[:2])}` failed: see {out.name}")
     return subprocess.Popen([sys.executable, "-m", "airflow", "standalone"], cwd=REPOSITORY,
-                            env=environment(home, port, state), stdout=out,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+                            env=env, stdout=out, stderr=subprocess.STDOUT,
+                            start_new_session=True)
 
 
 def stop(process: subprocess.Popen) -> None:

@@ -164,7 +164,7 @@ def observe(files: list[Path], catalog: dict, stream: str = "plugs") -> dict:
 
 def refreshed_catalog(catalog: dict, observed: dict, stream: str = "plugs") -> dict:
     """The catalog with the observed statistics in place of its estimates."""
-    refreshed = json.loads(json.dumps(catalog))
+    refreshed = json.loads(json.dumps(catalog))  # a deep copy
     spec = refreshed["streams"][stream]
     spec["rate"] = observed["rate"]
     spec.setdefault("distinct", {}).update(observed["distinct"])
@@ -241,7 +241,10 @@ def cleanup(queries: list[str], *, retention: timedelta = timedelta(days=1),
         if report.statistics:
             observed = settings.state_dir() / settings.OBSERVED_CATALOG
             observed.parent.mkdir(parents=True, exist_ok=True)
-            observed.write_text(tomli_w.dumps(refreshed_catalog(raw, report.statistics)))
+            refreshed = refreshed_catalog(raw, report.statistics)
+            refreshed[settings.REFRESHED_FROM] = str(raw.get(settings.REFRESHED_FROM)
+                                                     or base.resolve())
+            observed.write_text(tomli_w.dumps(refreshed))
             columnar = ColumnarStore(store)
             try:
                 reoptimise(queries, observed, report.statistics, columnar, report)

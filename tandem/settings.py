@@ -13,6 +13,7 @@ from optimizer.profile import DEFAULT_PROFILE
 CONFIG_FILE = "tandem.toml"
 CALIBRATED_PROFILE = Path(".tandem/profile.toml")  # written by `tandem calibrate`
 OBSERVED_CATALOG = "catalog.toml"  # in the state directory, written by the nightly clean-up
+REFRESHED_FROM = "refreshed_from"  # its key naming the catalog whose statistics it refreshes
 
 
 def setting(name: str, given: str | Path | None = None) -> str | None:
@@ -68,16 +69,22 @@ def landing_dir() -> Path:
 
 
 def catalog_path(query: Path, given: str | Path | None = None) -> Path:
-    """The given catalog, else the statistics observed by the nightly clean-up, else the
-    catalog beside the query."""
+    """The given catalog, else the one beside the query, or the statistics the nightly
+    clean-up observed in its place (``REFRESHED_FROM`` names the catalog they refresh)."""
     found = setting("catalog", given)
     if found:
         return Path(found)
+    beside = query.parent / "catalog.toml"
+    base = beside if beside.is_file() else Path("queries/catalog.toml")
     observed = state_dir() / OBSERVED_CATALOG
     if observed.is_file():
-        return observed
-    beside = query.parent / "catalog.toml"
-    return beside if beside.is_file() else Path("queries/catalog.toml")
+        try:
+            refreshed_from = tomllib.loads(observed.read_text()).get(REFRESHED_FROM)
+        except tomllib.TOMLDecodeError:
+            refreshed_from = None  # loading it says what is wrong
+        if refreshed_from is None or Path(refreshed_from) == base.resolve():
+            return observed
+    return base
 
 
 def profile_path(given: str | Path | None = None) -> Path:

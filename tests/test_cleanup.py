@@ -5,10 +5,12 @@ observed in landed files."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from optimizer.tomlfile import read_toml
+from tandem import settings
 from tandem.cleanup import (
     CleanupReport,
     _changes,
@@ -92,3 +94,19 @@ def test_statistics_observed_in_landed_files(tmp_path):
     assert catalog["streams"]["plugs"]["rate"] == 4250  # the catalog read is left alone
     reason = _changes({"rate": 4250, "distinct": {"house_id": 40}}, observed)
     assert "rate 4250 → 40" in reason and "distinct(house_id) 40 → 2" in reason
+
+
+def test_the_observed_catalog_stands_in_only_for_the_catalog_it_refreshes(tmp_path, monkeypatch):
+    monkeypatch.setenv("TANDEM_STATE", str(tmp_path / "state"))
+    q1 = settings.query_path("q1")
+    shipped = settings.catalog_path(q1)
+    observed = tmp_path / "state" / settings.OBSERVED_CATALOG
+    observed.parent.mkdir()
+    observed.write_text(f'{settings.REFRESHED_FROM} = "{shipped.resolve()}"\n')
+    assert settings.catalog_path(q1) == observed
+    mine = tmp_path / "mine" / "q.sql"
+    mine.parent.mkdir()
+    mine.write_text(q1.read_text())
+    (mine.parent / "catalog.toml").write_text((QUERIES / "catalog.toml").read_text())
+    assert settings.catalog_path(mine) == mine.parent / "catalog.toml"
+    assert settings.catalog_path(q1, given="other.toml") == Path("other.toml")
