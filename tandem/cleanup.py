@@ -32,7 +32,7 @@ class CleanupReport:
     state_rows: int = 0  # window state older than the retention
     result_rows: int = 0
     progress_rows: int = 0
-    store_bytes_before: int = 0
+    store_bytes_before: int = 0  # of the DuckDB file's blocks in use
     store_bytes_after: int = 0
     checkpoint_files: int = 0
     checkpoint_bytes: int = 0
@@ -68,11 +68,11 @@ def purge_store(store: ColumnarStore, retention: timedelta, longest_window: time
         if (schema, "progress") not in columns:
             continue
         latest, last_batch = store.con.execute(
-            f"SELECT max(last_end), max(batch_id) FROM {schema}.progress").fetchone()
+            f"SELECT max(last_end), max(batch_id) FROM {schema}.progress").fetchall()[0]
         if last_batch is not None:
             report.progress_rows += store.con.execute(
                 f"DELETE FROM {schema}.progress WHERE batch_id <= ?",
-                [last_batch - keep_batches]).fetchone()[0]
+                [last_batch - keep_batches]).fetchall()[0][0]
         if latest is None:
             continue
         for (s, table), names in columns.items():
@@ -83,24 +83,25 @@ def purge_store(store: ColumnarStore, retention: timedelta, longest_window: time
                 continue
             cutoff = latest - (retention if table == "results" else max(retention, longest_window))
             deleted = store.con.execute(f"DELETE FROM {schema}.{table} WHERE {column} < ?",
-                                        [cutoff]).fetchone()[0]
+                                        [cutoff]).fetchall()[0][0]
             if table == "results":
                 report.result_rows += deleted
             else:
                 report.state_rows += deleted
 
 
-def compact(path: Path, report: CleanupReport) -> None:
-    """Write the deletions out and give the freed blocks back (DuckDB reuses freed blocks; a
-    CHECKPOINT truncates the file where they lie at its end)."""
-    report.store_bytes_before = path.stat().st_size
-    con = duckdb.connect(str(path))
-    try:
-        con.execute("VACUUM")
-        con.execute("FORCE CHECKPOINT")
-    finally:
-        con.close()
-    report.store_bytes_after = path.stat().st_size
+def used_bytes(store: ColumnarStore) -> int:
+    """The bytes of the DuckDB file's blocks in use (freed blocks are reused by later writes;
+    the file shrinks only where they lie at its end)."""
+    blocks, size = store.con.execute(
+        "SELECT used_blocks, block_size FROM pragma_database_size()").fetchall()[0]
+    return blocks * size
+
+
+def compact(store: ColumnarStore) -> None:
+    """Write the deletions out, so that their blocks are free."""
+    store.con.execute("VACUUM")
+    store.con.execute("FORCE CHECKPOINT")
 
 
 def prune_checkpoint(checkpoint: Path, keep: int, report: CleanupReport) -> None:
@@ -155,7 +156,7 @@ def observe(files: list[Path], catalog: dict, stream: str = "plugs") -> dict:
     for predicate in catalog.get("selectivity", {}):
         try:
             observed["selectivity"][predicate] = con.execute(
-                f"SELECT avg(CASE WHEN {predicate} THEN 1.0 ELSE 0.0 END) FROM sample").fetchone()[0]
+                f"SELECT avg(CASE WHEN {predicate} THEN 1.0 ELSE 0.0 END) FROM sample").fetchall()[0][0]
         except duckdb.Error:  # it names columns that only a query computes
             pass
     con.close()
@@ -224,10 +225,12 @@ def cleanup(queries: list[str], *, retention: timedelta = timedelta(days=1),
                       for w in windows(explain(q).optimization.logical.root))
         columnar = ColumnarStore(store)
         try:
+            report.store_bytes_before = used_bytes(columnar)
             purge_store(columnar, retention, timedelta(seconds=longest), keep_batches, report)
+            compact(columnar)
+            report.store_bytes_after = used_bytes(columnar)
         finally:
             columnar.close()
-        compact(store, report)
     query_checkpoints = [checkpoints / microbatch_name(q) for q in queries]
     for checkpoint in query_checkpoints:
         if checkpoint.is_dir():
