@@ -104,7 +104,8 @@ def test_a_browser_logs_in_reads_the_plan_and_uses_the_console(airflow):
             page.get_by_role("button", name="Sign in").click()
             page.wait_for_url(base + "/")
             # The navigation's Tandem entry shows the plugin's page in a frame.
-            page.get_by_role("link", name="Tandem").click()
+            navigation = page.get_by_test_id("nav-sidebar")
+            navigation.get_by_role("link", name="Tandem", exact=True).click()
             tandem = page.frame_locator("iframe")
             tandem.locator("#plan").wait_for()
             plan = tandem.locator("#plan")
