@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit integration bench lint clean airflow
+.PHONY: demo test unit integration bench lint clean airflow browser
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,7 +19,18 @@ demo: $(STAMP)
 airflow: $(STAMP)
 	$(BIN)/tandem airflow
 
-test: $(STAMP)
+# The browser test drives Debian's Chromium (Playwright cannot download browsers here).
+browser:
+	@command -v chromium >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing Debian's chromium for the browser test"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else \
+	    echo "make test: the browser test needs Chromium: run 'sudo apt-get install chromium' and try again"; \
+	    exit 1; \
+	  fi; }
+
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q
 
 unit: $(STAMP)

@@ -7,7 +7,9 @@ Each query has a schema of its own (``q_<name>``) holding
 * ``window_ends``, the window ends of the current evaluation;
 * ``results``: the result rows with the micro-batch that produced them, written so that
   replaying a batch after a restart replaces its rows instead of adding them again;
-* ``progress``, a row per micro-batch, and ``quarantine``, the rows a source could not read.
+* ``progress``, a row per micro-batch, and ``quarantine``, the rows a source could not read or
+  that arrived late, with their ``check``, ``reason`` and ``origin``;
+* ``run``, the id of the run whose state the schema holds (its Spark checkpoint names it too).
 
 The schema ``tandem_log`` logs the runs (``runs``) and the plans the optimiser chose (``plans``).
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -60,7 +63,11 @@ class ColumnarStore:
         self._run("SET TimeZone = 'UTC'")
 
     def close(self) -> None:
+        """Close the connection and let it go: a foreachBatch callable that Py4J keeps until
+        exit may still hold this store, and DuckDB's bindings report every connection object
+        alive at exit as leaked."""
         self.con.close()
+        self.con = None
 
     def cursor(self) -> ColumnarStore:
         """A handle on the same database for another thread: a DuckDB connection serves one
@@ -98,6 +105,20 @@ class ColumnarStore:
         self._run(f"CREATE TABLE IF NOT EXISTS {schema}.progress (batch_id BIGINT, "
                   "first_ts TIMESTAMP, last_end TIMESTAMP, frontiers JSON)")
         return schema
+
+    def start_run(self, query: str) -> str:
+        """Name the run that the query's schema now holds (its checkpoint names it too)."""
+        run = uuid.uuid4().hex
+        schema = schema_name(query)
+        self._run(f"CREATE OR REPLACE TABLE {schema}.run AS SELECT ? AS run_id", [run])
+        return run
+
+    def run_id(self, query: str) -> str | None:
+        """The run the query's schema holds, if any."""
+        if not self._exists(schema_name(query), "run"):
+            return None
+        rows = self._run(f"SELECT run_id FROM {schema_name(query)}.run")
+        return rows[0][0] if rows else None
 
     def append(self, query: str, table: str, rows: pa.Table, batch_id: int,
                sql: str = "SELECT * FROM __rows") -> int:

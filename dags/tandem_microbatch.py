@@ -7,7 +7,7 @@ from airflow.sdk import DAG, Asset, AssetOrTimeSchedule
 from airflow.timetables.trigger import CronTriggerTimetable
 
 from columnar.store import schema_name
-from operators import MicroBatchOperator, ValidateOperator
+from operators import MicroBatchOperator, ValidateOperator, lateness_param
 from tandem import settings
 from tandem.microbatch import SCHEDULED, microbatch_name
 
@@ -21,10 +21,12 @@ with DAG(
     max_active_runs=1,  # the checkpoint lock makes overlapping runs safe; this keeps them rare
     tags=["tandem"],
     doc_md=__doc__,
+    params={"lateness": lateness_param()},
 ):
     for query in SCHEDULED:
         table = f"{schema_name(microbatch_name(query))}/results"
         results = Asset(name=f"tandem_{query}_results",
                         uri=f"duckdb://{settings.store_path().resolve()}/{table}")
-        (MicroBatchOperator(task_id=f"microbatch_{query}", query=query, outlets=[results])
+        (MicroBatchOperator(task_id=f"microbatch_{query}", query=query,
+                            lateness="{{ params.lateness }}", outlets=[results])
          >> ValidateOperator(task_id=f"validate_{query}", query=query, microbatch=True))

@@ -2,7 +2,7 @@
 
 from airflow.sdk import DAG, Param
 
-from operators import OptimizeOperator, RunQueryOperator, SummaryOperator
+from operators import OptimizeOperator, RunQueryOperator, SummaryOperator, lateness_param
 from tandem.settings import REPOSITORY_QUERIES
 
 QUERIES = sorted(p.stem for p in REPOSITORY_QUERIES.glob("*.sql"))
@@ -24,12 +24,13 @@ with DAG(
                           description="Seconds of event time to generate."),
         "batch": Param(None, type=["null", "number"], minimum=0.001,
                        description="Seconds of event time per micro-batch (empty: one slide)."),
+        "lateness": lateness_param(),
     },
 ):
     optimise = OptimizeOperator(task_id="optimise", query="{{ params.query }}",
                                 placement="{{ params.placement }}", rate="{{ params.rate }}")
     run = RunQueryOperator(task_id="run", query="{{ params.query }}", rate="{{ params.rate }}",
                            duration="{{ params.duration }}", batch="{{ params.batch }}",
-                           plan_task_id="optimise")
+                           lateness="{{ params.lateness }}", plan_task_id="optimise")
     summary = SummaryOperator(task_id="summary", run_task_id="run")
     optimise >> run >> summary

@@ -24,6 +24,15 @@ class StoreOperator(BaseOperator):
         super().__init__(**kwargs)
 
 
+def lateness_param():
+    """The DAGs' form field for the allowed lateness (``tandem run --lateness``)."""
+    from airflow.sdk import Param
+
+    return Param(None, type=["null", "number"], minimum=0,
+                 description="Allowed lateness, seconds: later readings go to the quarantine "
+                             "(empty: the catalog's, 5 s).")
+
+
 def _number(value) -> float | None:
     """A templated number arrives as text unless the DAG renders native objects."""
     return None if value in (None, "", "None") else float(value)
@@ -49,14 +58,16 @@ class RunQueryOperator(StoreOperator):
     """Run a query for a bounded time over the generator. With ``plan_task_id`` it runs the
     placement that task chose (the plan the UI shows is the plan that runs)."""
 
-    template_fields = ("query", "placement", "rate", "duration", "batch")
+    template_fields = ("query", "placement", "rate", "duration", "batch", "lateness")
 
     def __init__(self, *, query: str, placement: str = "auto", rate: float | str = 1000.0,
                  duration: float | str = 60.0, batch: float | str | None = None,
-                 plan_task_id: str | None = None, **kwargs):
+                 lateness: float | str | None = None, plan_task_id: str | None = None,
+                 **kwargs):
         super().__init__(**kwargs)
         self.query, self.placement, self.rate = query, placement, rate
         self.duration, self.batch, self.plan_task_id = duration, batch, plan_task_id
+        self.lateness = lateness
 
     def execute(self, context) -> dict:
         from tandem.run import run
@@ -67,7 +78,7 @@ class RunQueryOperator(StoreOperator):
             placement = ",".join(f"{op}={engine}" for op, engine in plan["placement"].items())
         summary = run(self.query, placement=placement or "auto", rate=_number(self.rate),
                       duration=_number(self.duration), batch=_number(self.batch),
-                      store=settings.store_path(), checkpoint=None)
+                      lateness=_number(self.lateness), store=settings.store_path())
         return summary.to_json()
 
 
@@ -89,21 +100,22 @@ class SummaryOperator(BaseOperator):
 class MicroBatchOperator(StoreOperator):
     """Run a query over the files that landed since its last micro-batch run (availableNow)."""
 
-    template_fields = ("query",)
+    template_fields = ("query", "lateness")
 
-    def __init__(self, *, query: str, **kwargs):
+    def __init__(self, *, query: str, lateness: float | str | None = None, **kwargs):
         super().__init__(**kwargs)
-        self.query = query
+        self.query, self.lateness = query, lateness
 
     def execute(self, context) -> dict:
         from tandem.microbatch import run_microbatch
 
         summary = run_microbatch(self.query, settings.landing_dir(),
                                  checkpoints=settings.checkpoints_dir(),
-                                 store=settings.store_path())
-        self.log.info("%s: %d new files, %d tuples, %d result rows into %s", summary.query,
-                      len(summary.files), summary.tuples, summary.result_rows,
-                      summary.results_table)
+                                 store=settings.store_path(), lateness=_number(self.lateness))
+        self.log.info("%s: %d new files, %d tuples, %d result rows into %s, %d quarantined "
+                      "(%d late)", summary.query, len(summary.files), summary.tuples,
+                      summary.result_rows, summary.results_table, summary.quarantined,
+                      summary.late)
         return summary.to_json()
 
 

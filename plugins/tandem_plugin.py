@@ -8,6 +8,7 @@ depends on Airflow's: the JWT of a logged-in user, from the UI's cookie or a bea
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from html import escape
 
 from airflow.api_fastapi.core_api.security import requires_authenticated
@@ -151,8 +152,6 @@ def console(sql: str, query: str | None = None) -> HTMLResponse:
 @app.get("/api/queries/{query}")
 def query_json(query: str) -> dict:
     """The page's content as JSON, for scripts."""
-    from dataclasses import asdict
-
     return asdict(overview(_query(query)))
 
 

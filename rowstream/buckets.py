@@ -45,6 +45,7 @@ from optimizer.logical import (
     windows,
 )
 from rowstream.dsps import HEARTBEAT, predicate
+from rowstream.eventtime import watermark
 
 BUCKET = "_bucket"
 EPOCH = datetime(1970, 1, 1)
@@ -101,9 +102,11 @@ def _reads(node: Node) -> set[str]:
 
 
 def evaluate_in_buckets(stream: DataFrame, root: Node, schema: T.StructType, buckets: int,
-                        last_end: datetime | None) -> DataFrame:
+                        last_end: datetime | None, lateness: float) -> DataFrame:
     """The root's rows (``schema``: its columns, ``window_end`` and the heartbeat flag) from the
-    stream's rows and heartbeats, evaluated per bucket. ``last_end`` bounds a finite stream."""
+    stream's rows and heartbeats, evaluated per bucket. ``last_end`` bounds a finite stream;
+    a window_end is evaluated once the watermark (``lateness`` behind the heartbeats) reaches
+    it."""
     predicates, stored = stored_rows(root)
     for p in predicates:
         stream = stream.where(F.col(HEARTBEAT) | predicate(p))
@@ -115,7 +118,7 @@ def evaluate_in_buckets(stream: DataFrame, root: Node, schema: T.StructType, buc
         F.when(F.col(HEARTBEAT), everyone).otherwise(mine)).alias(BUCKET))
     types = {c: pl.Int64 if c == windows(root)[0].time_column else _POLARS[type(
         stream.schema[c].dataType)] for c in stored}
-    processor = _Bucket(root, types, schema, last_end)
+    processor = _Bucket(root, types, schema, last_end, lateness)
     return rows.groupBy(BUCKET).transformWithStateInPandas(
         processor, outputStructType=schema, outputMode="Append", timeMode="None")
 
@@ -124,8 +127,8 @@ class _Bucket(StatefulProcessor):
     """One bucket's window state and evaluation (Spark calls it once per micro-batch)."""
 
     def __init__(self, root: Node, types: dict[str, pl.DataType], output: T.StructType,
-                 last_end: datetime | None):
-        self.root, self.types, self.output = root, types, output
+                 last_end: datetime | None, lateness: float):
+        self.root, self.types, self.output, self.lateness = root, types, output, lateness
         leaves = windows(root)
         self.time_column = leaves[0].time_column
         self.step = round(root.slide * 1e6)
@@ -147,7 +150,7 @@ class _Bucket(StatefulProcessor):
             self.types))
         if marks.len() == 0:
             return
-        bound = int(marks.max())
+        bound = watermark(int(marks.max()), self.lateness)
         if self.final is not None:
             bound = min(bound, self.final)
         window = pl.concat(chunks.values()) if chunks else pl.DataFrame(schema=self.types)

@@ -9,8 +9,9 @@ For every micro-batch it
 
 1. moves the rows of each crossing to its DuckDB table as Arrow (``toArrow``; DuckDB scans the
    Arrow buffers), and records how far each crossing is complete: the stream up to its latest
-   event (it arrives in event-time order), a relation of Spark's stateful operators up to the
-   last window its heartbeat rows closed;
+   event less the allowed lateness (its watermark, ``rowstream/eventtime.py``; the source has
+   quarantined the rows that came later than that), a relation of Spark's stateful operators up
+   to the last window its heartbeat rows closed;
 2. evaluates the part of the plan after the MIG for every window_end that all crossings have
    completed, bottom-up: each DB-op as one DuckDB query over all those window_ends, each Spark
    operator after a DB-op on DataFrames of DuckDB's rows (``createDataFrame`` from Arrow);
@@ -51,6 +52,7 @@ from optimizer.deployment import Deployment
 from optimizer.logical import Node
 from rowstream.buckets import evaluate_in_buckets
 from rowstream.dsps import HEARTBEAT, Streaming, apply
+from rowstream.eventtime import LATE, watermark
 
 EPOCH = datetime(1970, 1, 1)
 STREAM = "stream"  # the crossing id of the stream's own event times
@@ -84,7 +86,8 @@ class BatchReport:
     event_time: datetime | None  # latest event time seen
     window_ends: int  # window_ends evaluated
     result_rows: int
-    quarantined: int  # rows a source could not read
+    quarantined: int  # rows a source could not read or that arrived late
+    late: int  # of those, the rows that arrived late
     seconds: float  # from the batch's arrival to its evaluation's commit
 
 
@@ -97,6 +100,7 @@ class Arrival:
     tuples: int
     latest: datetime | None
     quarantined: int
+    late: int  # of the quarantined rows, those that arrived late
     first_ts: datetime | None  # the run's first event
     frontiers: dict[str, datetime]  # how far the crossings are complete after the batch
     results: pa.Table | None  # the root's rows, when Spark computed them (``Mig.direct``)
@@ -112,6 +116,7 @@ class Mig:
     spark: SparkSession
     on_batch: Callable[[BatchReport], None] | None = None
     final_end: datetime | None = None  # a finite stream's last window_end
+    lateness: float = 0.0  # the stream's allowed lateness L, seconds (rowstream/eventtime.py)
     spark_design: str = "built-in"  # one of SPARK_DESIGNS ("buckets": pure-Spark plans only)
     transfers: Transfers = field(default_factory=Transfers)
     finished: bool = False
@@ -145,8 +150,10 @@ class Mig:
         is not in it); each crossing of Spark's stateful operators is unioned to that scan as a
         struct column of its own. Operators see only the rows that are not quarantined."""
         bad = F.col("reason").isNotNull()
-        operators = Streaming(source.where(~bad), self.final_end,
-                              panes=self.spark_design == "panes")
+        # The watermark sees only admitted rows and heartbeats: a quarantined row's timestamp,
+        # however far off, moves no engine's event time.
+        admitted = source.where(~bad).withWatermark("ts", f"{round(self.lateness * 1000)} milliseconds")
+        operators = Streaming(admitted, self.final_end, panes=self.spark_design == "panes")
         scan = [F.when(~bad, F.struct("ts", HEARTBEAT)).alias(STREAM),
                 F.when(bad, F.struct(*source.columns)).alias(QUARANTINE)]
         parts = []
@@ -155,8 +162,8 @@ class Mig:
                 rows = operators.tagged(node)
                 if self.spark_design == "buckets" and self.direct:
                     buckets = int(self.spark.conf.get("spark.sql.shuffle.partitions"))
-                    rows = evaluate_in_buckets(source.where(~bad), node, rows.schema, buckets,
-                                               self.final_end)
+                    rows = evaluate_in_buckets(admitted, node, rows.schema, buckets,
+                                               self.final_end, self.lateness)
                 parts.append(rows.select(F.struct(*rows.columns).alias(rid)))
             else:
                 scan.append(F.when(~bad, operators.row_struct(node)).alias(rid))
@@ -200,10 +207,16 @@ class Mig:
         data_ts = events.filter(pc.invert(events.column(HEARTBEAT))).column("ts")
         tuples = len(data_ts)
         latest = pc.max(events.column("ts")).as_py() if events.num_rows else None
-        if latest is not None:
-            frontiers[STREAM] = max(latest, frontiers.get(STREAM, EPOCH))
-        first_ts = before.first_ts or (pc.min(data_ts).as_py() if tuples else None)
+        if latest is not None:  # the stream is complete up to its watermark
+            mark = watermark((latest - EPOCH) // timedelta(microseconds=1), self.lateness)
+            frontiers[STREAM] = max(EPOCH + timedelta(microseconds=mark),
+                                    frontiers.get(STREAM, EPOCH))
+        # Rows within the lateness may precede the first batch's; none precedes an evaluated
+        # window_end, so the first window_end moves only while none has been evaluated.
+        first_ts = min((t for t in (before.first_ts, pc.min(data_ts).as_py() if tuples else None)
+                        if t is not None), default=None)
         quarantined = _rows(everything, QUARANTINE).drop_columns([HEARTBEAT])
+        late = pc.sum(pc.equal(quarantined.column("rule"), LATE)).as_py() or 0
         self.store.append(self.query, QUARANTINE, quarantined, batch_id)
 
         results = None
@@ -222,7 +235,7 @@ class Mig:
                 self.store.append_input(self.query, input_table(node, self.plan), rows, batch_id,
                                         self.panes)
         self.store.arrived(self.query, batch_id, first_ts, frontiers)
-        return Arrival(batch_id, started, tuples, latest, quarantined.num_rows, first_ts,
+        return Arrival(batch_id, started, tuples, latest, quarantined.num_rows, late, first_ts,
                        frontiers, results)
 
     def _evaluate_batch(self, arrival: Arrival) -> None:
@@ -243,7 +256,7 @@ class Mig:
             self.finished = bool(self.final_end and last_end and last_end >= self.final_end)
             if self.on_batch:
                 self.on_batch(BatchReport(batch_id, arrival.tuples, arrival.latest, len(ends),
-                                          count, arrival.quarantined,
+                                          count, arrival.quarantined, arrival.late,
                                           time.perf_counter() - arrival.started))
         except Exception as err:
             self.failure = err

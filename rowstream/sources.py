@@ -2,10 +2,12 @@
 Parquet) files, both Python streaming data sources.
 
 Both give the columns of the DEBS schema with ``ts`` as a UTC timestamp, plus ``heartbeat`` and,
-for a row that cannot be read, the ``reason`` and its ``origin`` (file and line): bad input is
-never dropped, it goes to the quarantine (``rowstream/mig.py``).
+for a row that cannot be read or arrives late, the ``rule`` it broke, its ``reason`` and its
+``origin`` (file and line): bad input is never dropped, it goes to the quarantine
+(``rowstream/mig.py``). The generator's stream is in event-time order; a landing directory's
+may not be, and its reader marks the late rows (``rowstream/eventtime.py``).
 Every micro-batch ends with a heartbeat row (only ``ts`` set): the generator's at the end of its
-span of event time, the landing directory's at its latest event; a finite generated stream ends
+span of event time, the landing directory's at its high-water mark; a finite generated stream ends
 with one past its last window_end. Heartbeats move the
 event-time watermark, and they flow through Spark's operators as punctuation: an operator that
 emits a heartbeat row for a window has emitted every row of it (``rowstream/dsps.py``)."""
@@ -25,6 +27,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from rowstream.eventtime import admit
 from rowstream.landing import landed_files, read_landed
 
 GENERATOR = "tandem_smartplugs"
@@ -35,9 +38,10 @@ ARROW_SCHEMA = pa.schema([
     ("id", pa.int64()), ("ts", pa.timestamp("us", tz="UTC")), ("value", pa.float64()),
     ("property", pa.int32()), ("plug_id", pa.int32()), ("household_id", pa.int32()),
     ("house_id", pa.int32()), ("heartbeat", pa.bool_()), ("reason", pa.string()),
-    ("origin", pa.string())])
+    ("rule", pa.string()), ("origin", pa.string())])
 SPARK_SCHEMA = ("id BIGINT, ts TIMESTAMP, value DOUBLE, property INT, plug_id INT, "
-                "household_id INT, house_id INT, heartbeat BOOLEAN, reason STRING, origin STRING")
+                "household_id INT, house_id INT, heartbeat BOOLEAN, reason STRING, rule STRING, "
+                "origin STRING")
 
 
 class _Span(InputPartition):
@@ -130,6 +134,7 @@ def _good(table: pa.Table) -> pa.Table:
     n = table.num_rows
     return (table.select(list(COLUMNS)).append_column("heartbeat", pa.array([False] * n))
             .append_column("reason", pa.nulls(n, pa.string()))
+            .append_column("rule", pa.nulls(n, pa.string()))
             .append_column("origin", pa.nulls(n, pa.string())))
 
 
@@ -161,8 +166,12 @@ def generator_stream(spark: SparkSession, *, rate: float, duration: float, span:
 
 
 class _Files(InputPartition):
-    def __init__(self, paths: list[str], heartbeat_only: bool = False):
+    def __init__(self, paths: list[str], high_water: int | None, lateness: float, slide: float,
+                 heartbeat_only: bool = False):
         self.paths = paths
+        self.high_water = high_water  # µs: the latest event admitted before these files
+        self.lateness = lateness
+        self.slide = slide
         self.heartbeat_only = heartbeat_only
 
 
@@ -170,6 +179,11 @@ class _LandingReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Offsets are file names: a micro-batch reads the files after the last one read, up to
     ``files_per_batch`` of them (all with ``availableNow``). Files archived after they were read
     do not disturb the offsets.
+
+    An offset also carries the stream's high-water mark after its files (``high_water``, µs),
+    so that a micro-batch, replayed or not, marks the same rows late: those at or before the
+    watermark of the batches before it (``rowstream/eventtime.py``). Finding it reads the new
+    files once more, on the driver.
 
     With ``availableNow`` the reader stops at the files there were when the query started, and
     ends with a batch that holds only the heartbeat of the last file read (offset ``closed``):
@@ -182,10 +196,12 @@ class _LandingReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: dict):
         self.directory = Path(options["path"])
         self.per_batch = int(options.get("files_per_batch", 1))
+        self.lateness = float(options.get("lateness", 0.0))
+        self.slide = float(options.get("slide", 1.0))
         self.target: str | None = None  # the last file an availableNow query reads
 
     def initialOffset(self) -> dict:
-        return {"after": "", "closed": True}
+        return {"after": "", "closed": True, "high_water": None}
 
     def getDefaultReadLimit(self):
         return ReadMaxRows(self.per_batch)
@@ -199,27 +215,36 @@ class _LandingReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                and (self.target is None or f <= self.target)]
         if not isinstance(limit, ReadAllAvailable):
             new = new[:self.per_batch]
+        high_water = start.get("high_water")
         if new:
-            return {"after": new[-1], "closed": False}
+            _, high_water = self._admitted([self.directory / f for f in new], high_water)
+            return {"after": new[-1], "closed": False, "high_water": high_water}
         # Offsets written before the closing batch existed have no "closed".
-        return {"after": start["after"],
+        return {"after": start["after"], "high_water": high_water,
                 "closed": self.target is not None or start.get("closed", False)}
 
     def partitions(self, start: dict, end: dict):
         names = [f for f in landed_files(self.directory) if start["after"] < f <= end["after"]]
+        high_water = start.get("high_water")
         if names:
-            return [_Files([str(self.directory / f) for f in names])]
+            return [_Files([str(self.directory / f) for f in names], high_water, self.lateness,
+                           self.slide)]
         if end["after"] and end.get("closed") and not start.get("closed", False):
-            return [_Files([str(self.directory / end["after"])], heartbeat_only=True)]
+            return [_Files([str(self.directory / end["after"])], high_water, self.lateness,
+                           self.slide, heartbeat_only=True)]
         return []
 
+    def _admitted(self, paths: list[Path], high_water: int | None):
+        frame = pl.concat([read_landed(p) for p in paths])
+        return admit(frame, high_water, self.lateness, self.slide)
+
     def read(self, partition: _Files):
-        frame = pl.concat([read_landed(Path(p)) for p in partition.paths])
+        frame, high_water = self._admitted([Path(p) for p in partition.paths],
+                                           partition.high_water)
         rows = frame.with_columns(pl.lit(False).alias("heartbeat")).to_arrow()
         parts = [] if partition.heartbeat_only else [rows.select(ARROW_SCHEMA.names).cast(ARROW_SCHEMA)]
-        latest = frame.filter(pl.col("reason").is_null())["ts"].dt.epoch("us").max()
-        if latest is not None:  # the stream has reached its latest event
-            parts.append(heartbeat(latest).cast(ARROW_SCHEMA))
+        if high_water is not None:  # the stream has reached its high-water mark
+            parts.append(heartbeat(high_water).cast(ARROW_SCHEMA))
         yield from (pa.concat_tables(parts).to_batches() if parts else [])
 
     def commit(self, end: dict) -> None:
@@ -227,8 +252,9 @@ class _LandingReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 
 class LandingSource(DataSource):
-    """``spark.readStream.format("tandem_landing").option("path", DIR)`` with option
-    files_per_batch."""
+    """``spark.readStream.format("tandem_landing").option("path", DIR)`` with options
+    files_per_batch, lateness (seconds) and slide (seconds, for the window_end a late row
+    misses)."""
 
     @classmethod
     def name(cls) -> str:
@@ -241,7 +267,9 @@ class LandingSource(DataSource):
         return _LandingReader(self.options)
 
 
-def landing_stream(spark: SparkSession, directory: str, files_per_batch: int = 1) -> DataFrame:
+def landing_stream(spark: SparkSession, directory: str, *, lateness: float, slide: float,
+                   files_per_batch: int = 1) -> DataFrame:
     spark.dataSource.register(LandingSource)
     return (spark.readStream.format(LANDING).option("path", str(Path(directory).resolve()))
-            .option("files_per_batch", files_per_batch).load())
+            .option("files_per_batch", files_per_batch).option("lateness", lateness)
+            .option("slide", slide).load())

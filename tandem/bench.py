@@ -106,8 +106,10 @@ def predicted_capacity(plan: Explanation, rate: float) -> float:
 def sweep(queries=QUERIES, rates=RATES, *, others: int = 2, measure: float = 10.0,
           extend: bool = True, profile: str | None = None, spark_design: str = SPARK_BASELINE,
           on_progress: Callable[[str], None] | None = None,
-          on_point: Callable[[list[Point]], None] | None = None) -> list[Point]:
-    """Measure every point; ``on_point`` gets the points so far after each one."""
+          on_point: Callable[[list[Point]], None] | None = None,
+          lateness: float | None = None) -> list[Point]:
+    """Measure every point; ``on_point`` gets the points so far after each one; ``lateness``
+    (default: the catalog's) delays each window's evaluation, not the capacity."""
     say = on_progress or (lambda _: None)
     points: list[Point] = []
     for query in queries:
@@ -137,7 +139,8 @@ def sweep(queries=QUERIES, rates=RATES, *, others: int = 2, measure: float = 10.
                         stream = list(warmup_stream(rate, warmup))
                     started = time.perf_counter()
                     found: Capacity = capacity(plan, rate, warmup=warmup, measure=measure,
-                                               stream=stream, spark_design=design)
+                                               stream=stream, spark_design=design,
+                                               lateness=lateness)
                     m.capacity, m.bound, m.preloaded = (found.tuples_per_second, found.bound,
                                                         found.preloaded)
                     m.seconds = time.perf_counter() - started

@@ -37,6 +37,9 @@ Catalog = Annotated[str | None, typer.Option(
 Profile = Annotated[str | None, typer.Option(
     help="Calibration profile TOML (default: calibrated, else shipped).")]
 Placement = Annotated[str, typer.Option(help="auto | spark | duckdb | op=engine,... (pins operators).")]
+Lateness = Annotated[float | None, typer.Option(
+    min=0.0, help="Allowed lateness L, seconds: later readings go to the quarantine; windows "
+    "are evaluated L after their end (default: the catalog's, 5 s for queries/).")]
 
 
 @contextmanager
@@ -88,20 +91,26 @@ def generate_command(
     duration: Annotated[float, typer.Option(help="Event time to generate, seconds.")] = 360.0,
     file_seconds: Annotated[float, typer.Option(
         min=1.0, help="Event time per file, seconds.")] = 60.0,
+    disorder: Annotated[bool, typer.Option(help="Readings arrive out of order, shaped like Ji's Table 4.1: about half late, most by under 100 ms, a tail of seconds (files are cut by arrival time).")] = False,
+    max_delay: Annotated[float, typer.Option(min=0.1, help="With --disorder: the longest delay, seconds.")] = 4.5,
 ) -> None:
     """Write the smart-plug stream as DEBS 2014 CSV files, for `tandem run --source DIRECTORY`."""
     from rich.progress import Progress
 
+    from tandem.disorder import Disorder
     from tandem.workload import SmartPlugs
 
     plugs = SmartPlugs(rate=rate)
+    shape = Disorder(max_delay=max_delay) if disorder else None
     with Progress(console=console, transient=True) as progress:
-        task = progress.add_task("writing CSV files", total=plugs.batch_count(duration, file_seconds))
+        task = progress.add_task("writing CSV files", total=plugs.batch_count(
+            duration + (max_delay if disorder else 0.0), file_seconds))
         paths = plugs.write_csv(directory, duration, file_seconds,
-                                on_file=lambda _: progress.advance(task))
-    console.print(f"{len(paths)} files, {round(rate * duration):,} readings in {_short(directory)}. "
-                  f"Run a query over them with: tandem run q1 --source {_short(directory)}",
-                  highlight=False, soft_wrap=True)
+                                on_file=lambda _: progress.advance(task), disorder=shape)
+    order = f", out of order by up to {max_delay:g} s" if disorder else ""
+    console.print(f"{len(paths)} files, {round(rate * duration):,} readings{order} in "
+                  f"{_short(directory)}. Run a query over them with: tandem run q1 --source "
+                  f"{_short(directory)}", highlight=False, soft_wrap=True)
 
 
 @app.command("run")
@@ -117,6 +126,7 @@ def run_command(
     store: Annotated[str, typer.Option(help="The DuckDB file.")] = ".tandem/tandem.duckdb",
     resume: Annotated[bool, typer.Option(help="Continue from the checkpoint of an earlier run.")] = False,
     spark_design: Annotated[str, typer.Option(help="How a pure-Spark plan runs: built-in, panes or buckets (docs/execution.md).")] = "built-in",
+    lateness: Lateness = None,
 ) -> None:
     """Optimise QUERY (unless --placement forces a plan), deploy it on Spark and DuckDB, run it."""
     from tandem.run import run  # imports Spark: only for the commands that run it
@@ -157,13 +167,15 @@ def run_command(
             summary = run(query, placement=placement, rate=rate, duration=duration, batch=batch,
                           source=source, catalog=catalog, profile=profile, store=store,
                           resume=resume, spark_design=spark_design, on_batch=on_batch,
-                          explanation=plan)
+                          explanation=plan, lateness=lateness)
     inspect = f"SELECT * FROM {summary.results_table} ORDER BY window_end LIMIT 20"
     console.print()
     console.print(
         f"[bold]done[/]: {summary.tuples:,} tuples in {summary.wall_seconds:.1f} s "
         f"({summary.throughput:,.0f} tuples/s), {summary.window_ends:,} slides, "
-        f"{summary.result_rows:,} result rows, {summary.quarantined:,} quarantined rows.")
+        f"{summary.result_rows:,} result rows, {summary.quarantined:,} quarantined rows "
+        f"({summary.late:,} later than the allowed lateness of {summary.lateness:g} s; Spark "
+        f"dropped {summary.dropped_by_watermark:,} by its watermark).")
     moved = summary.transfers
     console.print(f"Moved to DuckDB: {moved.to_duckdb_tuples:,} tuples "
                   f"({_bytes(moved.to_duckdb_bytes)}); back to Spark: {moved.to_spark_tuples:,} "
@@ -185,6 +197,7 @@ def verify_command(
     parallel: Annotated[int, typer.Option(help="Placements to run at once.")] = 1,
     catalog: Catalog = None,
     profile: Profile = None,
+    lateness: Lateness = None,
 ) -> None:
     """Run QUERY under many placements and compare every row with the reference evaluator."""
     from tandem.verify import STATUSES, verify
@@ -199,7 +212,7 @@ def verify_command(
 
     with user_errors(query):
         outcomes = verify(query, placements, rate=rate, duration=duration, parallel=parallel,
-                          catalog=catalog, profile=profile, on_outcome=show)
+                          catalog=catalog, profile=profile, on_outcome=show, lateness=lateness)
     counts = {s: sum(o.status == s for o in outcomes) for s in STATUSES}
     console.print(f"{len(outcomes)} placements: {counts['same']} same as the reference, "
                   f"{counts['different']} different, {counts['failed']} failed")
@@ -334,6 +347,7 @@ def bench_command(
     out: Annotated[Path, typer.Option(help="Results directory; the report goes to OUT/<date>/.")] = Path("bench/results"),
     spark_design: Annotated[str | None, typer.Option(help="How pure-Spark runs: built-in, panes or buckets (default: the fastest, bench/spark_designs.py compares them).")] = None,
     report_of: Annotated[Path | None, typer.Option(help="Measure nothing: write the report of this bench.json again (or of the bench.partial.json a sweep cut short left).")] = None,
+    lateness: Lateness = None,
 ) -> None:
     """Capacity against arrival rate of the optimiser's plan, pure-Spark, pure-DuckDB and others."""
     from tandem import bench, bench_report, settings
@@ -368,7 +382,7 @@ def bench_command(
 
     with steps("benchmarking") as step, user_errors():
         points = bench.sweep(**chosen, profile=profile, spark_design=spark_design,
-                             on_progress=step, on_point=keep)
+                             on_progress=step, on_point=keep, lateness=lateness)
     report = bench_report.write(points, out_dir, command, calibration,
                                 (time.perf_counter() - started) / 60, spark_design)
     partial.unlink(missing_ok=True)
@@ -381,6 +395,7 @@ def bench_command(
 def microbatch_command(
     query: Query,
     landing: Annotated[Path | None, typer.Option(help="The landing directory (default: TANDEM_LANDING, else .tandem/landing).")] = None,
+    lateness: Lateness = None,
 ) -> None:
     """Run QUERY over the files that landed since its last micro-batch run, then stop."""
     from tandem import settings
@@ -389,13 +404,14 @@ def microbatch_command(
     with console.status("reading the new files"), user_errors(query):
         summary = run_microbatch(query, landing or settings.landing_dir(),
                                  checkpoints=settings.checkpoints_dir(),
-                                 store=settings.store_path())
+                                 store=settings.store_path(), lateness=lateness)
     if not summary.files:
         console.print(f"{summary.query}: no new files.")
         return
     console.print(f"{summary.query}: {len(summary.files)} files ({summary.files[0]} … "
                   f"{summary.files[-1]}), {summary.tuples:,} tuples, {summary.result_rows:,} "
-                  f"result rows into {summary.results_table}.", highlight=False)
+                  f"result rows into {summary.results_table}, {summary.quarantined:,} "
+                  f"quarantined ({summary.late:,} late).", highlight=False)
 
 
 @app.command("cleanup")

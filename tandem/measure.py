@@ -91,7 +91,7 @@ def warmup_stream(rate: float, warmup: float) -> Iterator[pa.Table]:
 
 def capacity(plan: Explanation, rate: float, *, warmup: float, measure: float,
              span: float = 1.0, stream: list[pa.Table] | None = None,
-             spark_design: str = "built-in") -> Capacity:
+             spark_design: str = "built-in", lateness: float | None = None) -> Capacity:
     """Fill the windows with ``warmup`` seconds of event time, then run ``measure`` seconds in
     micro-batches of ``span`` and count the measured ones after the first SETTLE. ``stream``:
     the generator's first ``warmup`` seconds at ``rate`` (``warmup_stream``), if the caller has
@@ -122,7 +122,8 @@ def capacity(plan: Explanation, rate: float, *, warmup: float, measure: float,
         run(plan.query.stem, rate=rate, duration=warmup + measure, batch=span,
             warmup=warmup, begin=warmup if loaded else 0.0, resume=loaded, store=store_path,
             checkpoint=Path(tmp) / "checkpoint", explanation=plan, on_batch=mark,
-            stop_when=None if loaded else falling_behind, spark_design=spark_design)
+            stop_when=None if loaded else falling_behind, spark_design=spark_design,
+            lateness=lateness)
     after = [i for i, m in enumerate(marks) if m[2] and m[2] > warm and m[1]]
     if len(after) <= SETTLE:  # stopped in the warm-up: what it reached bounds the capacity
         return Capacity(sum(m[1] for m in marks), time.perf_counter() - started, 0, loaded)

@@ -31,6 +31,7 @@ class MicroBatchSummary:
     batches: int = 0
     result_rows: int = 0
     quarantined: int = 0
+    late: int = 0  # of the quarantined rows, those later than the allowed lateness
     wall_seconds: float = 0.0
     results_table: str = ""
     placement: dict[str, str] = field(default_factory=dict)
@@ -78,7 +79,7 @@ def exclusive(checkpoint: Path) -> Iterator[None]:
 
 def run_microbatch(query: str, landing: str | Path, *, checkpoints: str | Path,
                    store: str | Path, placement: str = "auto", catalog: str | None = None,
-                   profile: str | None = None) -> MicroBatchSummary:
+                   profile: str | None = None, lateness: float | None = None) -> MicroBatchSummary:
     """Run ``query`` over the files that landed in ``landing`` since its last run, with its
     checkpoint in ``checkpoints``. A run that finds no new file returns at once, without
     starting Spark.
@@ -100,9 +101,10 @@ def run_microbatch(query: str, landing: str | Path, *, checkpoints: str | Path,
             placement = pinned.read_text().strip()
         summary = run(query, placement=placement, source=str(landing), catalog=catalog,
                       profile=profile, store=store, checkpoint=checkpoint, resume=True,
-                      available_now=True, name=name)
+                      available_now=True, name=name, lateness=lateness)
         pinned.write_text(",".join(f"{op}={e}" for op, e in summary.placement.items()) + "\n")
         read = [f for f in files if f <= last_file_read(checkpoint)]
     return MicroBatchSummary(summary.query, read, summary.tuples, summary.batches,
-                             summary.result_rows, summary.quarantined, summary.wall_seconds,
+                             summary.result_rows, summary.quarantined, summary.late,
+                             summary.wall_seconds,
                              summary.results_table, summary.placement)

@@ -4,6 +4,7 @@ and run it over the generator or a landing directory. The CLI and the Airflow op
 
 from __future__ import annotations
 
+import json
 import shutil
 import threading
 import time
@@ -13,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from columnar.store import DEFAULT_PATH, ColumnarStore, schema_name
+from optimizer import load_catalog
 from optimizer.deployment import deploy
 from optimizer.errors import TandemError
 from optimizer.logical import windows
@@ -23,8 +25,8 @@ from rowstream.sources import generator_stream, landing_stream, last_window_end
 from tandem.explain import Explanation, explain
 from tandem.workload import SmartPlugs
 
-CHECKPOINTS = Path(".tandem/checkpoints")
 _STARTING = threading.Lock()
+OWNER = "tandem-run.json"  # in a checkpoint: the store and run it belongs to
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,10 @@ class RunSummary:
     batches: int
     window_ends: int
     result_rows: int
-    quarantined: int
+    quarantined: int  # rows the source could not read or that arrived late
+    late: int  # of those, the rows later than the allowed lateness
+    dropped_by_watermark: int  # rows Spark's stateful operators dropped as late (0: see run)
+    lateness: float
     wall_seconds: float
     transfers: Transfers
     store: str
@@ -63,7 +68,8 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
         topology: dict | None = None, warmup: float = 0.0, begin: float = 0.0,
         spark_design: str = "built-in", available_now: bool = False,
         on_batch: Callable[[BatchReport], None] | None = None,
-        explanation: Explanation | None = None, name: str | None = None) -> RunSummary:
+        explanation: Explanation | None = None, name: str | None = None,
+        lateness: float | None = None) -> RunSummary:
     """Run ``query`` for ``duration`` seconds of event time at ``rate`` tuples/s (generator), or
     over the files in the directory ``source``. ``batch`` is the event time per micro-batch
     (default: one slide). ``resume`` continues from the checkpoint of an earlier run;
@@ -75,7 +81,11 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
     ``spark_design`` is how Spark evaluates its windowed operators (``rowstream.dsps.SPARK_DESIGNS``;
     "buckets" applies to pure-Spark plans only). ``available_now`` reads the files that have landed
     in ``source`` since the checkpoint's last batch and stops (Spark's availableNow trigger).
-    ``name`` names the run's schema in the store and its checkpoint (default: the query's)."""
+    ``name`` names the run's schema in the store and its checkpoint (default: the query's);
+    the checkpoint defaults to ``checkpoints/<store>/<name>`` beside the store.
+    ``lateness`` is the allowed lateness L in seconds (default: the catalog's for the stream):
+    a window_end is evaluated once the stream's latest event less L has passed it, and a row
+    later than that goes to the quarantine (``rowstream/eventtime.py``)."""
     if spark_design not in SPARK_DESIGNS:
         raise TandemError(f"Spark design {spark_design!r}: give one of {', '.join(SPARK_DESIGNS)}")
     explanation = explanation or explain(query, rate=rate, catalog=catalog, profile=profile,
@@ -94,12 +104,19 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
         raise TandemError(f"--source {source!r}: give 'generator' or a directory of CSV files")
     if not physical.logical.operators:
         raise TandemError("the query only windows a stream: give it an operator to run")
+    if lateness is None:
+        streams = load_catalog(explanation.catalog).streams
+        lateness = max(streams[w.stream].lateness for w in windows(physical.logical.root))
+    if lateness < 0:
+        raise TandemError(f"--lateness {lateness}: give a lateness of 0 seconds or more")
     deployment = deploy(physical)
+    checkpoint = Path(checkpoint) if checkpoint else default_checkpoint(store, name)
     columnar = ColumnarStore(store)
-    checkpoint = Path(checkpoint) if checkpoint else CHECKPOINTS / name
-    if not resume:
-        shutil.rmtree(checkpoint, ignore_errors=True)
-    columnar.create(name, fresh=not resume)
+    try:
+        pair(checkpoint, columnar, name, resume)
+    except BaseException:
+        columnar.close()
+        raise
     slide = physical.logical.root.slide
     span = batch or slide
     final_end = None
@@ -108,24 +125,26 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
         final_end = EPOCH + timedelta(microseconds=last_window_end(plugs, duration, slide))
 
     with _STARTING:  # concurrent runs (tandem verify --parallel) name their queries apart
-        spark = spark_session()
+        spark = spark_session(log=spark_log_path(store))
         bridge = Mig(name, deployment, columnar, spark, record, final_end=final_end,
-                     spark_design=spark_design)
+                     spark_design=spark_design, lateness=lateness)
         if generated:
             # The last heartbeat goes far enough past the last window_end for chained operators.
-            flush = max(w.size for w in windows(physical.logical.root)) + 10 * slide
+            flush = max(w.size for w in windows(physical.logical.root)) + 10 * slide + lateness
             stream = generator_stream(spark, rate=rate, duration=duration, span=span, slide=slide,
                                       flush=flush, warmup=warmup, begin=begin,
                                       **(topology or {}))
         else:
-            stream = landing_stream(spark, source)
-        writer = (bridge.stream(stream.withWatermark("ts", "0 seconds")).writeStream
+            stream = landing_stream(spark, source, lateness=lateness, slide=slide)
+        writer = (bridge.stream(stream).writeStream
                   .outputMode("append").foreachBatch(bridge)
                   .option("checkpointLocation", str(checkpoint)))
         if available_now:
             writer = writer.trigger(availableNow=True)
         started = time.perf_counter()
         handle = writer.queryName(_query_name(spark, name)).start()
+    dropped: dict[int, int] = {}  # Spark's rows dropped by watermark, per batch
+    counted = started
     try:
         try:
             while (handle.isActive and not bridge.finished and bridge.failure is None
@@ -134,15 +153,19 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
                     break
                 if stop_when is not None and stop_when():
                     break
+                if time.perf_counter() - counted > 1.0:  # it parses a hundred JSON documents
+                    _count_dropped(handle, dropped)
+                    counted = time.perf_counter()
                 time.sleep(0.05)
             bridge.drain()  # the last batch's evaluation
+            _count_dropped(handle, dropped)
             # A query that stopped with an error is inactive: its results so far are not the run's.
             if handle.exception() or bridge.failure:
                 cause = bridge.failure or handle.exception()
                 first_line = (str(cause).strip().splitlines() or [""])[0]
                 raise TandemError(f"the Spark query failed: {type(cause).__name__}: {first_line} "
-                                  "(Spark's log has the details; `--resume` continues from the "
-                                  "last checkpoint)")
+                                  f"(details in {spark_log_path(store)}; `--resume` continues "
+                                  "from the last checkpoint)")
         finally:
             handle.stop()
             bridge.close()
@@ -150,12 +173,14 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
         summary = RunSummary(name, physical.placement, sum(r.tuples for r in reports),
                              len(reports), sum(r.window_ends for r in reports),
                              sum(r.result_rows for r in reports),
-                             sum(r.quarantined for r in reports), wall, bridge.transfers,
+                             sum(r.quarantined for r in reports), sum(r.late for r in reports),
+                             sum(dropped.values()), lateness, wall, bridge.transfers,
                              str(store), f"{schema_name(name)}.results")
         columnar.record("runs", {
             "query": name, "logged_at": datetime.now(UTC).replace(tzinfo=None),
             "source": source, "placement": physical.placement, "tuples": summary.tuples,
             "batches": summary.batches, "result_rows": summary.result_rows,
+            "quarantined": summary.quarantined, "late": summary.late,
             "wall_seconds": wall, "throughput": summary.throughput})
     finally:
         columnar.close()
@@ -168,8 +193,52 @@ def describe(summary: dict) -> str:
     return (f"{summary['query']} ({placed}): {summary['tuples']:,} tuples in "
             f"{summary['wall_seconds']:.1f} s ({summary['throughput']:,.0f} tuples/s), "
             f"{summary['window_ends']:,} slides, {summary['result_rows']:,} result rows, "
-            f"{summary['quarantined']:,} quarantined; results in {summary['results_table']} "
+            f"{summary['quarantined']:,} quarantined ({summary['late']:,} late, lateness "
+            f"{summary['lateness']:g} s); results in {summary['results_table']} "
             f"of {summary['store']}")
+
+
+def spark_log_path(store: str | Path) -> Path:
+    """Where the JVM of a run's Spark session logs: beside the store."""
+    return Path(store).parent / "spark.log"
+
+
+def default_checkpoint(store: str | Path, name: str) -> Path:
+    """Spark's checkpoint of run ``name`` over ``store``: beside the store, keyed by both."""
+    store = Path(store)
+    return store.parent / "checkpoints" / store.stem / name
+
+
+def pair(checkpoint: Path, store: ColumnarStore, name: str, resume: bool) -> None:
+    """Tie a checkpoint to the store and schema its run writes, or, to resume, check that they
+    belong together: Spark's offsets and state must match the rows and progress in DuckDB.
+    A run that does not resume starts both afresh."""
+    owner = checkpoint / OWNER
+    if resume and owner.is_file():
+        mine = json.loads(owner.read_text())
+        theirs = store.run_id(name)
+        if mine.get("store") != str(Path(store.path).resolve()) or mine.get("run") != theirs:
+            raise TandemError(
+                f"the checkpoint {checkpoint} belongs to run {mine.get('run')} over "
+                f"{mine.get('store')}, not to the store {store.path} (run {theirs}): resume with "
+                "that store, or give --checkpoint, or run without --resume to start afresh")
+        return
+    if resume and store.run_id(name) is not None:
+        return  # a micro-batch checkpoint that predates the owner file
+    shutil.rmtree(checkpoint, ignore_errors=True)
+    store.create(name, fresh=True)
+    checkpoint.mkdir(parents=True)
+    owner.write_text(json.dumps({"store": str(Path(store.path).resolve()), "query": name,
+                                 "run": store.start_run(name)}) + "\n")
+
+
+def _count_dropped(handle, dropped: dict[int, int]) -> None:
+    """Spark's own count of rows its stateful operators dropped as late, per micro-batch (its
+    recent progress holds the last hundred). The gateway quarantines every late row before
+    them, so it stays 0; a run reports it either way."""
+    for progress in handle.recentProgress:
+        dropped[progress.batchId] = sum(op.numRowsDroppedByWatermark
+                                        for op in progress.stateOperators)
 
 
 def _query_name(spark, name: str) -> str:

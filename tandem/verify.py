@@ -61,7 +61,8 @@ def placements(query: str, how: str, **explain_args) -> list[dict[str, str]]:
 def verify(query: str, how: str = "all", *, rate: float = 3.0, duration: float = 400.0,
            batch: float = 50.0, catalog: str | None = None, profile: str | None = None,
            parallel: int = 1, done: Iterable[dict[str, str]] = (),
-           on_outcome: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+           on_outcome: Callable[[Outcome], None] | None = None,
+           lateness: float | None = None) -> list[Outcome]:
     """Run ``query`` under the placements (but those ``done`` before) and compare each run's
     rows with the reference. ``parallel`` runs that many placements at once, as concurrent Spark
     queries of one session (each micro-batch waits on more than the two cores)."""
@@ -76,7 +77,7 @@ def verify(query: str, how: str = "all", *, rate: float = 3.0, duration: float =
             try:
                 run(query, rate=rate, duration=duration, batch=batch, topology=SMALL,
                     store=Path(tmp) / "verify.duckdb", checkpoint=Path(tmp) / "checkpoint",
-                    explanation=plan)
+                    explanation=plan, lateness=lateness)
             except TandemError as err:
                 outcome = Outcome(placement, "failed", 0, str(err))
             else:

@@ -15,10 +15,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 DEBS_START = 1377986400  # 2013-09-01 00:00 CEST (22:00 UTC the day before): where DEBS 2014 starts
 HOUSES = 40
@@ -37,6 +39,9 @@ SCHEMA = pa.schema([
     ("house_id", pa.int32()),
 ])
 CSV_HEADER = ("id", "timestamp", "value", "property", "plug_id", "household_id", "house_id")
+
+if TYPE_CHECKING:
+    from tandem.disorder import Disorder
 
 _MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
 
@@ -145,15 +150,28 @@ class SmartPlugs:
             yield self.between(k * span, min((k + 1) * span, duration))
 
     def write_csv(self, directory: str | Path, duration: float, file_seconds: float = 60.0,
-                  on_file: Callable[[Path], None] | None = None) -> list[Path]:
+                  on_file: Callable[[Path], None] | None = None,
+                  disorder: Disorder | None = None) -> list[Path]:
         """DEBS 2014 CSV files, ``file_seconds`` of event time each, named so that name order is
         event-time order. Timestamps are Unix seconds, with a fraction where the rate puts
-        several readings of a plug in one second."""
+        several readings of a plug in one second. With ``disorder`` (``tandem/disorder.py``)
+        the files are cut by arrival time instead and hold the readings in arrival order: a
+        late reading lands in a file after the one its event time belongs to."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
+        spill = disorder.max_delay if disorder else 0.0
         paths = []
-        for n, table in enumerate(self.batches(duration, file_seconds)):
-            path = directory / f"plugs-{self.start + int(n * file_seconds)}.csv"
+        for n in range(self.batch_count(duration + spill, file_seconds)):
+            begin, end = n * file_seconds, (n + 1) * file_seconds
+            if disorder is None:
+                table = self.between(begin, min(end, duration))
+            else:  # the readings that arrive in [begin, end), of event time before the end
+                table = disorder.arrivals(self.between(max(begin - spill, 0), min(end, duration)))
+                arrival = table.column("arrival")
+                table = table.filter(pc.and_(
+                    pc.greater_equal(arrival, round((self.start + begin) * 1e6)),
+                    pc.less(arrival, round((self.start + end) * 1e6))))
+            path = directory / f"plugs-{self.start + int(begin)}.csv"
             frame = pl.from_arrow(table).with_columns(_seconds_text(pl.col("ts")).alias("timestamp"))
             frame.select(CSV_HEADER).write_csv(path)
             paths.append(path)

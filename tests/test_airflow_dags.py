@@ -39,11 +39,13 @@ def landed_files(tmp_path_factory):
 
 
 def reference_rows(stream: pl.DataFrame, query: str, catalog, profile, files: int):
-    """The reference's rows for the windows that the first ``files`` files complete."""
+    """The reference's rows for the windows that the first ``files`` files complete: up to their
+    watermark, the last event less the catalog's allowed lateness."""
     last = stream.filter(pl.col("ts") < stream["ts"].min() + timedelta(seconds=files * FILE_SECONDS))
     root = optimize(query_sql(query), catalog, profile).logical.root
     want = reference.Evaluator({"plugs": last}).result(root)
-    return root, want.filter(pl.col("window_end") <= last["ts"].max())
+    lateness = timedelta(seconds=catalog.streams["plugs"].lateness)
+    return root, want.filter(pl.col("window_end") <= last["ts"].max() - lateness)
 
 
 def results(store, query: str) -> pl.DataFrame:

@@ -68,5 +68,5 @@ def test_a_debs_file_without_header_keeps_its_first_line(tmp_path):
     path.write_text("0,1377986401,68.451,0,11,0,0\n1,1377986401,19.272,1,11,0,0\n2,x,1,1,1,0,0\n")
     landed = read_landed(path)
     assert landed["id"].to_list() == [0, 1, 2]
-    assert landed["reason"].to_list() == [None, None, "timestamp is missing or not a Unix time in seconds"]
+    assert landed["reason"].to_list() == [None, None, "timestamp x is not a Unix time in seconds"]
     assert landed["origin"].to_list() == ["sorted.csv:1", "sorted.csv:2", "sorted.csv:3"]

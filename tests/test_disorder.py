@@ -1,0 +1,122 @@
+"""The event-time disorder contract (rowstream/eventtime.py): the disordered stream's shape, the
+rule that marks rows late, and every placement of Q1, Q3, Q5 and Q6 over a disordered landing
+directory against the reference evaluator."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pytest
+
+from columnar.store import ColumnarStore
+from optimizer import optimize
+from rowstream.eventtime import LATE, admit, watermark
+from tandem import reference
+from tandem.disorder import Disorder, out_of_order
+from tandem.verify import SMALL, placements
+from tandem.workload import SmartPlugs
+from tests.conftest import query_sql
+from tests.test_reference import assert_same_rows
+
+US = 1_000_000
+
+
+def test_the_disordered_stream_has_the_shape_of_ji_table_4_1():
+    plugs = SmartPlugs(rate=4250)
+    arrived = Disorder().arrivals(plugs.between(0, 60))
+    delay = out_of_order(arrived.column("ts").cast(pa.int64()).to_numpy())
+    late = delay > 0
+    assert 0.4 < late.mean() < 0.6  # about half out of order
+    assert np.mean(delay[late] < 0.1) > 0.9  # most delays under 100 ms
+    assert 1.0 < delay.max() <= Disorder().max_delay  # a long tail of seconds
+    after_late = late[1:] & late[:-1]
+    assert after_late.sum() / late.sum() > 0.8  # late readings come in correlated runs
+    # Every reading arrives once.
+    assert sorted(arrived.column("id").to_pylist()) == list(range(plugs.index_at(60)))
+
+
+def test_late_readings_cross_file_boundaries(tmp_path):
+    plugs = SmartPlugs(rate=50, **SMALL)
+    files = plugs.write_csv(tmp_path, 120, file_seconds=10, disorder=Disorder(tail=0.3))
+    crossing = 0
+    for before, after in zip(files, files[1:], strict=False):
+        newest = pl.read_csv(before)["timestamp"].max()
+        crossing += pl.read_csv(after).filter(pl.col("timestamp") < newest).height
+    assert crossing > 0
+    readings = pl.concat([pl.read_csv(f) for f in files])
+    assert sorted(readings["id"].to_list()) == list(range(plugs.index_at(120)))
+
+
+def frame(seconds: list[float]) -> pl.DataFrame:
+    return pl.DataFrame({"ts": [round(s * US) for s in seconds], "reason": [None] * len(seconds),
+                         "rule": [None] * len(seconds)},
+                        schema={"ts": pl.Int64, "reason": pl.String, "rule": pl.String}
+                        ).with_columns(pl.col("ts").cast(pl.Datetime("us")))
+
+
+def test_a_row_at_or_before_the_watermark_of_earlier_batches_is_late():
+    # High-water mark 100.0009 s, lateness 2 s: Spark's watermark is 98.000 s (whole ms).
+    assert watermark(round(100.0009 * US), 2.0) == 98 * US
+    rows, high = admit(frame([97.5, 98.0, 98.0001, 101.0]), round(100.0009 * US), 2.0, 1.0)
+    assert rows["rule"].to_list() == [LATE, LATE, None, None]
+    assert rows["reason"][0].startswith("late by 2.501 s (allowed 2.0 s): its window_end "
+                                        "1970-01-01 00:01:38")
+    assert high == 101 * US
+    # Late rows never raise the high-water mark; the first batch has nothing to be late for.
+    assert admit(frame([50.0]), 101 * US, 2.0, 1.0)[1] == 101 * US
+    first, high = admit(frame([5.0, 1.0]), None, 0.0, 1.0)
+    assert first["rule"].to_list() == [None, None] and high == 5 * US
+
+
+# Integration: 400 s of event time at 20 tuples/s (six plugs, each reporting every 0.6 s) fill
+# and slide the 5-minute windows; a third of the delayed runs wait 0.1-4.5 s. Files of 100 s.
+RATE, DURATION, FILE_SECONDS = 20, 400, 100
+DISORDER = Disorder(tail=0.3)
+WHOLE, SHORT = 5.0, 1.0  # L above the largest delay (4.5 s), and below it
+CASES = [(q, ",".join(f"{op}={e}" for op, e in p.items()), lateness)
+         for q in ("q1", "q3", "q5", "q6") for p in placements(q, "8")
+         for lateness in (WHOLE, SHORT)]
+
+
+@pytest.fixture(scope="module")
+def landing(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("disordered")
+    SmartPlugs(rate=RATE, **SMALL).write_csv(directory, DURATION, FILE_SECONDS, disorder=DISORDER)
+    return directory
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("name, placement, lateness", CASES)
+def test_every_placement_is_exact_over_a_disordered_stream(tmp_path, landing, catalog, profile,
+                                                           name, placement, lateness):
+    from tandem.run import run
+
+    summary = run(name, placement=placement, source=str(landing), lateness=lateness,
+                  store=tmp_path / "tandem.duckdb", checkpoint=tmp_path / "checkpoint")
+    store = ColumnarStore(tmp_path / "tandem.duckdb")
+    try:
+        got = pl.from_arrow(store.results(name))
+        late = pl.from_arrow(store.con.sql(
+            f"SELECT id FROM q_{name}.quarantine WHERE rule = '{LATE}'").to_arrow_table())
+        last_end: datetime = store.con.sql(
+            f"SELECT max(last_end) FROM q_{name}.progress").fetchall()[0][0]
+    finally:
+        store.close()
+    readings = pl.from_arrow(SmartPlugs(rate=RATE, **SMALL).between(0, DURATION))
+    # Every reading is either processed or quarantined as late, and none is dropped by Spark.
+    assert summary.tuples + summary.late == readings.height
+    assert late.height == summary.late and summary.dropped_by_watermark == 0
+    if lateness == WHOLE:
+        assert summary.late == 0
+    else:
+        assert summary.late > 0
+    on_time = readings.filter(~pl.col("id").is_in(late["id"].implode()))
+    root = optimize(query_sql(name), catalog, profile).logical.root
+    # A landing directory has no end: windows are evaluated as far as its watermark goes.
+    want = reference.Evaluator({"plugs": on_time}).result(root).filter(
+        pl.col("window_end") <= last_end)
+    assert want.height > 0
+    assert_same_rows(got.select(root.columns), want)
