@@ -8,6 +8,7 @@ the parse might miss."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,10 @@ from sqlglot import exp
 from columnar.fragment_sql import PANE, WINDOW_ENDS, Fragment
 
 ROW_LIMIT = 200
+STATEMENT_TIMEOUT = 2.0  # seconds a console statement may run
+# A console statement shares the machine with the runs and the web server.
+CONSOLE_CONFIG = {"enable_external_access": False, "threads": 1, "memory_limit": "1GB",
+                  "lock_configuration": True}
 QUERIES = (exp.Select, exp.Union, exp.Intersect, exp.Except)
 # DuckDB's functions that read files or other databases (DuckDB refuses them too: see above).
 FILE_READERS = {"read_csv", "read_csv_auto", "read_parquet", "parquet_scan", "read_json",
@@ -63,26 +68,34 @@ def check_read_only(sql: str) -> str:
     return statement.sql(dialect="duckdb")
 
 
-def read_only_query(store: str | Path, sql: str, limit: int = ROW_LIMIT) -> Answer:
-    """Run a read-only query over the DuckDB file ``store``."""
+def read_only_query(store: str | Path, sql: str, limit: int = ROW_LIMIT,
+                    timeout: float = STATEMENT_TIMEOUT) -> Answer:
+    """Run a read-only query over the DuckDB file ``store``: at most ``limit`` rows (DuckDB
+    stops producing rows after them) and ``timeout`` seconds (then DuckDB is interrupted), on
+    one thread and 1 GB of memory."""
     check_read_only(sql)
     if not Path(store).is_file():
         raise Refused(f"no DuckDB file at {store} yet: run a query first")
     try:
-        con = duckdb.connect(str(store), read_only=True,
-                             config={"enable_external_access": False, "lock_configuration": True})
+        con = duckdb.connect(str(store), read_only=True, config=CONSOLE_CONFIG)
     except duckdb.IOException:
         raise Refused("the store is busy: a run is writing to it (DuckDB lets one process "
                       "write at a time). Try again when the run has ended.") from None
+    deadline = threading.Timer(timeout, con.interrupt)
+    deadline.start()
     try:
-        cursor = con.execute(sql)
-        columns = [d[0] for d in cursor.description]
-        rows = cursor.fetchmany(limit + 1)
+        relation = con.sql(sql)
+        columns = relation.columns
+        rows = relation.limit(limit + 1).fetchall()
+    except duckdb.InterruptException:
+        raise Refused(f"stopped after {timeout:g} s, the console's limit: narrow the query "
+                      "(a WHERE, an aggregate) or run it with the duckdb CLI") from None
     except duckdb.PermissionException as err:
         raise Refused(f"refused by DuckDB: {str(err).splitlines()[0]}") from None
     except duckdb.Error as err:
         raise Refused(f"{type(err).__name__}: {str(err).splitlines()[0]}") from None
     finally:
+        deadline.cancel()
         con.close()
     return Answer(columns, rows[:limit], len(rows) > limit)
 

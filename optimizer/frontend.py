@@ -359,10 +359,20 @@ class _Planner:
             right = pushed(i)
             pairs = tuple(dict.fromkeys((scope.resolve(a), b.name.lower()) for a, b in keys[i]))
             # The joined relation keeps the left's columns and adds the right's new ones. A right
-            # column whose name is taken stays reachable only where it is equated to that column.
+            # column whose name is taken and that is not equated to it is renamed
+            # <alias>_<column> by a projection below the join (a self-join of a CTE:
+            # x.plug_id < y.plug_id); window bounds and the time column stay the left's.
             equated = {r for l, r in pairs if l == r} | {"window_end"}
-            items[i].columns = {c: c if c not in node.columns or c in equated else None
-                                for c in right.columns}
+            fixed = set(WINDOW_COLUMNS) | ({source_window(right).time_column}
+                                           if not right.instantiated else set())
+            rename = _renames(items[i].qualifier, right.columns, node.columns, equated | fixed)
+            if rename:
+                right = Project(tuple(rename.get(c, c) for c in right.columns), input=right,
+                                expressions=tuple((rename.get(c, c), exp.column(c))
+                                                  for c in right.columns))
+                pairs = tuple((l, rename.get(r, r)) for l, r in pairs)
+            items[i].columns = {c: rename.get(c, c if c not in node.columns or c in equated
+                                               else None) for c in items[i].columns}
             columns = node.columns + tuple(c for c in right.columns if c not in node.columns)
             condition = conjunction([scope.rewrite(t) for t in theta[i]])
             node = Join(columns, left=node, right=right, keys=pairs, condition=condition)
@@ -468,9 +478,26 @@ class _Planner:
             if name is None:
                 raise fail("a computed column needs a name: add AS <name>", output)
             projected.append((name, scope.rewrite(inner)))
-        if len({n for n, _ in projected}) != len(projected):
-            raise fail("two output columns have the same name", outputs[0])
+        names = [n for n, _ in projected]
+        twice = next((n for n in names if names.count(n) > 1), None)
+        if twice:
+            at = next(o for o in outputs[1:] if (o.alias or o.name).lower() == twice)
+            raise fail(f"two output columns are named {twice!r}: name one with AS", at)
         return _projected(node, projected)
+
+
+def _renames(qualifier: str, columns, taken, kept) -> dict[str, str]:
+    """New names for the columns of a join's right input that the left input has already."""
+    renamed: dict[str, str] = {}
+    used = set(taken) | set(columns)
+    for column in columns:
+        if column in taken and column not in kept:
+            name, k = f"{qualifier}_{column}", 2
+            while name in used:
+                name, k = f"{qualifier}_{column}_{k}", k + 1
+            renamed[column] = name
+            used.add(name)
+    return renamed
 
 
 def _projected(node: Node, projected: list[tuple[str, exp.Expression]]) -> Node:

@@ -187,6 +187,10 @@ class Mig:
         if self.failure is not None:
             raise self.failure
 
+    def busy(self) -> bool:
+        """An evaluation is pending."""
+        return self._pending is not None and not self._pending.done()
+
     def drain(self) -> None:
         """Wait for the pending evaluation; what stopped it stays in ``failure``."""
         if self._pending is not None:

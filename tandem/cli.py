@@ -127,6 +127,7 @@ def run_command(
     resume: Annotated[bool, typer.Option(help="Continue from the checkpoint of an earlier run.")] = False,
     spark_design: Annotated[str, typer.Option(help="How a pure-Spark plan runs: built-in, panes or buckets (docs/execution.md).")] = "built-in",
     lateness: Lateness = None,
+    stall_timeout: Annotated[float, typer.Option(min=1.0, help="Stop with an error when no micro-batch finishes for this long, seconds.")] = 600.0,
 ) -> None:
     """Optimise QUERY (unless --placement forces a plan), deploy it on Spark and DuckDB, run it."""
     from tandem.run import run  # imports Spark: only for the commands that run it
@@ -167,7 +168,7 @@ def run_command(
             summary = run(query, placement=placement, rate=rate, duration=duration, batch=batch,
                           source=source, catalog=catalog, profile=profile, store=store,
                           resume=resume, spark_design=spark_design, on_batch=on_batch,
-                          explanation=plan, lateness=lateness)
+                          explanation=plan, lateness=lateness, stall_timeout=stall_timeout)
     inspect = f"SELECT * FROM {summary.results_table} ORDER BY window_end LIMIT 20"
     console.print()
     console.print(

@@ -26,6 +26,10 @@ from tandem.explain import Explanation, explain
 from tandem.workload import SmartPlugs
 
 _STARTING = threading.Lock()
+# A run fails when no micro-batch finishes for this long, seconds. The slowest batches measured
+# here (pure-Spark Q1's first, expanding 5-minute windows) take under two minutes.
+STALL_TIMEOUT = 600.0
+ENDED_GRACE = 10.0  # a generated stream waited for after its last batch, seconds
 OWNER = "tandem-run.json"  # in a checkpoint: the store and run it belongs to
 
 
@@ -69,7 +73,7 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
         spark_design: str = "built-in", available_now: bool = False,
         on_batch: Callable[[BatchReport], None] | None = None,
         explanation: Explanation | None = None, name: str | None = None,
-        lateness: float | None = None) -> RunSummary:
+        lateness: float | None = None, stall_timeout: float = STALL_TIMEOUT) -> RunSummary:
     """Run ``query`` for ``duration`` seconds of event time at ``rate`` tuples/s (generator), or
     over the files in the directory ``source``. ``batch`` is the event time per micro-batch
     (default: one slide). ``resume`` continues from the checkpoint of an earlier run;
@@ -85,7 +89,8 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
     the checkpoint defaults to ``checkpoints/<store>/<name>`` beside the store.
     ``lateness`` is the allowed lateness L in seconds (default: the catalog's for the stream):
     a window_end is evaluated once the stream's latest event less L has passed it, and a row
-    later than that goes to the quarantine (``rowstream/eventtime.py``)."""
+    later than that goes to the quarantine (``rowstream/eventtime.py``). A run in which no
+    micro-batch finishes for ``stall_timeout`` seconds stops with an error (``Watchdog``)."""
     if spark_design not in SPARK_DESIGNS:
         raise TandemError(f"Spark design {spark_design!r}: give one of {', '.join(SPARK_DESIGNS)}")
     explanation = explanation or explain(query, rate=rate, catalog=catalog, profile=profile,
@@ -144,7 +149,7 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
         started = time.perf_counter()
         handle = writer.queryName(_query_name(spark, name)).start()
     dropped: dict[int, int] = {}  # Spark's rows dropped by watermark, per batch
-    counted = started
+    watchdog = Watchdog(stall_timeout, spark_log_path(store))
     try:
         try:
             while (handle.isActive and not bridge.finished and bridge.failure is None
@@ -153,9 +158,11 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
                     break
                 if stop_when is not None and stop_when():
                     break
-                if time.perf_counter() - counted > 1.0:  # it parses a hundred JSON documents
+                if watchdog.due():  # it parses a hundred JSON documents: once a second
                     _count_dropped(handle, dropped)
-                    counted = time.perf_counter()
+                    watchdog.check(len(reports), max(dropped, default=-1),
+                                   generated and _drained(handle) and not bridge.busy(),
+                                   final_end)
                 time.sleep(0.05)
             bridge.drain()  # the last batch's evaluation
             _count_dropped(handle, dropped)
@@ -196,6 +203,35 @@ def describe(summary: dict) -> str:
             f"{summary['quarantined']:,} quarantined ({summary['late']:,} late, lateness "
             f"{summary['lateness']:g} s); results in {summary['results_table']} "
             f"of {summary['store']}")
+
+
+class Watchdog:
+    """Fails a run that makes no progress: no micro-batch of Spark's finished (nor of the MIG's)
+    for ``timeout`` seconds, or a generated stream that Spark has read to its end while the
+    plan's last window_end never completed."""
+
+    def __init__(self, timeout: float, log: Path):
+        self.timeout, self.log = timeout, log
+        self.seen: tuple[int, int] | None = None
+        self.moved = self.checked = time.perf_counter()
+        self.ended_since: float | None = None
+
+    def due(self) -> bool:
+        return time.perf_counter() - self.checked > 1.0
+
+    def check(self, reports: int, spark_batch: int, ended: bool, final_end) -> None:
+        now = self.checked = time.perf_counter()
+        if (reports, spark_batch) != self.seen:
+            self.seen, self.moved = (reports, spark_batch), now
+        if now - self.moved > self.timeout:
+            raise TandemError(f"no micro-batch finished in {self.timeout:.0f} s (the last was "
+                              f"Spark's batch {spark_batch}); the run is stopped: see {self.log}, "
+                              "then `--resume` continues from the last checkpoint")
+        self.ended_since = (self.ended_since or now) if ended else None
+        if self.ended_since is not None and now - self.ended_since > ENDED_GRACE:
+            raise TandemError(f"Spark read the whole generated stream, but the plan's windows "
+                              f"never completed up to its last window_end {final_end}: this is a "
+                              f"bug of Tandem's, please report it with {self.log}")
 
 
 def spark_log_path(store: str | Path) -> Path:

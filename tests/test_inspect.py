@@ -85,3 +85,16 @@ def test_every_db_op_of_the_pure_duckdb_plans_explains(query):
     for fragment in explanation.fragments:
         plan = explain_fragment(fragment, types)
         assert "PROJECTION" in plan.upper() and "WINDOW_ENDS" in plan.upper()
+
+
+def test_a_huge_cross_join_stops_at_the_statement_timeout(store):
+    with pytest.raises(Refused, match="stopped after 0.5 s"):
+        read_only_query(store, "SELECT count(*) FROM q_q1.results a, q_q1.results b, "
+                               "q_q1.results c, q_q1.results d", timeout=0.5)
+
+
+def test_a_result_of_millions_of_rows_stops_at_the_row_limit(store):
+    # 500^3 rows: DuckDB stops producing them after the limit, well within the timeout.
+    answer = read_only_query(store, "SELECT a.n FROM q_q1.results a, q_q1.results b, "
+                                    "q_q1.results c ORDER BY 1 DESC", limit=10)
+    assert answer.truncated and answer.rows == [(499,)] * 10

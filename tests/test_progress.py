@@ -1,0 +1,78 @@
+"""No run hangs: the watchdog stops a run that makes no progress, and a Q1-like query whose
+micro-batches are shorter than, as long as or longer than its window finishes with the
+reference's rows under every shape of placement."""
+
+from __future__ import annotations
+
+import shutil
+import time
+
+import polars as pl
+import pytest
+
+from columnar.store import ColumnarStore
+from optimizer import load_catalog, load_profile, optimize
+from optimizer.errors import TandemError
+from tandem import reference
+from tandem.run import Watchdog
+from tandem.verify import SMALL, placements
+from tandem.workload import SmartPlugs
+from tests.conftest import QUERIES, query_sql
+from tests.test_reference import assert_same_rows
+
+
+def test_the_watchdog_stops_a_run_without_progress(tmp_path):
+    watchdog = Watchdog(0.2, tmp_path / "spark.log")
+    watchdog.check(reports=1, spark_batch=3, ended=False, final_end=None)
+    time.sleep(0.1)
+    watchdog.check(reports=2, spark_batch=3, ended=False, final_end=None)  # progress
+    time.sleep(0.15)
+    watchdog.check(reports=2, spark_batch=3, ended=False, final_end=None)  # 0.15 s: not yet
+    time.sleep(0.1)
+    with pytest.raises(TandemError, match="no micro-batch finished in 0 s .* batch 3"):
+        watchdog.check(reports=2, spark_batch=3, ended=False, final_end=None)
+
+
+def test_the_watchdog_stops_a_generated_stream_that_never_completes(tmp_path, monkeypatch):
+    monkeypatch.setattr("tandem.run.ENDED_GRACE", 0.1)
+    watchdog = Watchdog(60, tmp_path / "spark.log")
+    watchdog.check(reports=1, spark_batch=1, ended=True, final_end="the end")
+    time.sleep(0.15)
+    with pytest.raises(TandemError, match="never completed up to its last window_end the end"):
+        watchdog.check(reports=1, spark_batch=1, ended=True, final_end="the end")
+
+
+# A Q1 with a 30-s window sliding by 5 s, over 120 s of event time at 3 tuples/s.
+SHORT_Q1 = query_sql("q1").replace("INTERVAL '1' SECOND, INTERVAL '5' MINUTES",
+                                   "INTERVAL '5' SECOND, INTERVAL '30' SECOND")
+RATE, DURATION = 3, 120
+SHAPES = [",".join(f"{op}={e}" for op, e in p.items())
+          for p in placements(str(QUERIES / "q1.sql"), "5")]
+
+
+@pytest.fixture(scope="module")
+def short_q1(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("short_q1")
+    shutil.copy(QUERIES / "catalog.toml", folder)
+    (folder / "q1_short.sql").write_text(SHORT_Q1)
+    return folder / "q1_short.sql"
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("placement", SHAPES)
+@pytest.mark.parametrize("span", [10, 30, 50])  # below, equal to and above the window
+def test_a_short_window_finishes_at_every_micro_batch_span(tmp_path, short_q1, placement, span):
+    from tandem.run import run
+
+    summary = run(str(short_q1), placement=placement, rate=RATE, duration=DURATION, batch=span,
+                  topology=SMALL, store=tmp_path / "t.duckdb", stall_timeout=300)
+    root = optimize(SHORT_Q1, load_catalog(QUERIES / "catalog.toml"), load_profile()).logical.root
+    stream = {"plugs": pl.from_arrow(SmartPlugs(rate=RATE, **SMALL).between(0, DURATION))}
+    store = ColumnarStore(tmp_path / "t.duckdb")
+    try:
+        got = pl.from_arrow(store.results("q1_short"))
+    finally:
+        store.close()
+    first, last = reference.window_ends(stream, root.slide)
+    assert summary.window_ends == (last - first) // int(root.slide * 1e6) + 1
+    assert_same_rows(got.select(root.columns), reference.evaluate(root, stream))
