@@ -28,7 +28,9 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from columnar.crash import crash_point
 from columnar.fragment_sql import PANE, ROWS, WINDOW_ENDS, FragmentInput, PaneTable
+from optimizer.errors import TandemError
 
 DEFAULT_PATH = Path(".tandem/tandem.duckdb")
 LOG_SCHEMA = "tandem_log"  # the runs and plans of every query
@@ -45,6 +47,10 @@ class Progress:
     frontiers: dict[str, datetime] = field(default_factory=dict)
 
 
+class StoreBusy(TandemError):
+    """Another process holds the DuckDB file."""
+
+
 def schema_name(query: str) -> str:
     return "q_" + re.sub(r"\W", "_", query.lower())
 
@@ -58,7 +64,15 @@ class ColumnarStore:
         if str(path) != ":memory:" and not read_only:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self.path = str(path)
-        self.con = duckdb.connect(self.path, read_only=read_only)
+        try:
+            self.con = duckdb.connect(self.path, read_only=read_only)
+        except duckdb.IOException as err:
+            holder = re.search(r"held in (.*?) \(PID (\d+)\)", str(err))
+            who = f" ({holder[1]}, PID {holder[2]})" if holder else ""
+            raise StoreBusy(f"the DuckDB file {self.path} is locked by another process{who}: "
+                            "DuckDB lets one process write at a time; stop that process or "
+                            "give another --store, then run again (with --resume to continue)"
+                            ) from None
         self._created: set[str] = set()  # tables known to exist
         self._run("SET TimeZone = 'UTC'")
 
@@ -209,6 +223,17 @@ class ColumnarStore:
         return Progress(first_ts, last_end, {k: datetime.fromisoformat(v)
                                              for k, v in json.loads(frontiers or "{}").items()})
 
+    def unevaluated(self, query: str) -> tuple[int, Progress] | None:
+        """The last micro-batch, if its rows arrived but its evaluation never committed (a run
+        stopped in between), with its progress."""
+        rows = self._run(f"SELECT batch_id FROM {schema_name(query)}.progress "
+                         "WHERE last_end IS NULL AND batch_id = (SELECT max(batch_id) FROM "
+                         f"{schema_name(query)}.progress)")
+        if not rows:
+            return None
+        batch_id = rows[0][0]
+        return batch_id, self.progress(query, before=batch_id + 1)
+
     def arrived(self, query: str, batch_id: int, first_ts: datetime | None,
                 frontiers: dict[str, datetime]) -> None:
         """Record how far a batch's arrivals complete the crossings, once its rows are
@@ -239,6 +264,7 @@ class ColumnarStore:
                     self._run(f"DELETE FROM {schema}.results WHERE batch_id = ?", [batch_id])
                     self._run(f"INSERT INTO {schema}.results SELECT ?::BIGINT, * FROM __results",
                               [batch_id])
+            crash_point("duckdb-write", batch_id)
             self._run(f"UPDATE {schema}.progress SET last_end = ? WHERE batch_id = ?",
                       [last_end, batch_id])
         return 0 if rows is None else rows.num_rows

@@ -33,6 +33,7 @@ It counts the tuples and bytes it moves in each direction.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -40,12 +41,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import reduce
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from columnar.crash import VARIABLE as CRASH
+from columnar.crash import crash_point
 from columnar.fragment_sql import fragments, input_table, read_sql
 from columnar.store import ColumnarStore
 from optimizer.deployment import Deployment
@@ -117,6 +121,7 @@ class Mig:
     on_batch: Callable[[BatchReport], None] | None = None
     final_end: datetime | None = None  # a finite stream's last window_end
     lateness: float = 0.0  # the stream's allowed lateness L, seconds (rowstream/eventtime.py)
+    checkpoint: str | None = None  # Spark's, for the crash point after its commit
     spark_design: str = "built-in"  # one of SPARK_DESIGNS ("buckets": pure-Spark plans only)
     transfers: Transfers = field(default_factory=Transfers)
     finished: bool = False
@@ -175,6 +180,10 @@ class Mig:
             arrival = self._arrive(batch, batch_id, time.perf_counter())
             self._wait()  # one evaluation at a time, in batch order
             self._pending = self._thread.submit(self._evaluate_batch, arrival)
+            if self.direct:
+                # Spark's rows are the results and exist only in this batch: they are in
+                # DuckDB before Spark commits the batch, or Spark replays it.
+                self._wait()
         except Exception as err:
             # Spark wraps it in a Java exception whose message begins with the Py4J proxy's.
             self.failure = self.failure or err
@@ -186,6 +195,18 @@ class Mig:
             self._pending.result()
         if self.failure is not None:
             raise self.failure
+
+    def recover(self) -> None:
+        """Evaluate what a stopped run left arrived but unevaluated. Spark may have committed
+        that batch and will not replay it; if it has not, its replay takes these results back
+        and evaluates again."""
+        pending = self.store.unevaluated(self.query)
+        if pending is not None:
+            batch_id, progress = pending
+            self._pending = self._thread.submit(self._evaluate_batch, Arrival(
+                batch_id, time.perf_counter(), 0, None, 0, 0, progress.first_ts,
+                progress.frontiers, None))
+            self._wait()
 
     def busy(self) -> bool:
         """An evaluation is pending."""
@@ -238,6 +259,7 @@ class Mig:
             else:
                 self.store.append_input(self.query, input_table(node, self.plan), rows, batch_id,
                                         self.panes)
+        crash_point("arrival", batch_id)
         self.store.arrived(self.query, batch_id, first_ts, frontiers)
         return Arrival(batch_id, started, tuples, latest, quarantined.num_rows, late, first_ts,
                        frontiers, results)
@@ -252,6 +274,8 @@ class Mig:
             results = arrival.results
             if ends and not self.direct:
                 results = self._evaluate(ends, batch_id)
+            crash_point("evaluation", batch_id)
+            self._crash_after_spark_commit(batch_id)
             last_end = ends[-1] if ends else last
             count = store.commit(self.query, batch_id, results, last_end)
             if ends and not self.direct:
@@ -265,6 +289,18 @@ class Mig:
         except Exception as err:
             self.failure = err
             raise
+
+    def _crash_after_spark_commit(self, batch_id: int) -> None:
+        """The crash point between Spark's commit of a batch and DuckDB's (Spark writes its
+        commit log once ``foreachBatch`` returns, while this thread evaluates)."""
+        if os.environ.get(CRASH) != f"spark-committed:{batch_id}" or self.checkpoint is None:
+            return
+        committed = Path(self.checkpoint) / "commits" / str(batch_id)
+        for _ in range(6000):
+            if committed.exists():
+                break
+            time.sleep(0.01)
+        crash_point("spark-committed", batch_id)
 
     def _complete_ends(self, last_end: datetime | None, first_ts: datetime | None,
                        frontiers: dict[str, datetime]) -> list[datetime]:

@@ -7,10 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import duckdb
-
 from columnar.inspect import explain_fragment
-from columnar.store import ColumnarStore
+from columnar.store import ColumnarStore, StoreBusy
 from optimizer import load_catalog
 from tandem import settings
 from tandem.explain import explain
@@ -75,7 +73,7 @@ def recent_runs(names: list[str], store: Path, limit: int = 10) -> tuple[list[di
         return [], f"no runs yet ({store} does not exist)"
     try:
         columnar = ColumnarStore(store, read_only=True)
-    except duckdb.IOException:
+    except StoreBusy:
         return [], "the store is busy: a run is writing to it; reload when it has ended"
     try:
         runs = [run for name in names for run in columnar.recent("runs", name, limit)]

@@ -13,6 +13,7 @@ from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from columnar import crash
 from columnar.store import DEFAULT_PATH, ColumnarStore, schema_name
 from optimizer import load_catalog
 from optimizer.deployment import deploy
@@ -130,9 +131,12 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
         final_end = EPOCH + timedelta(microseconds=last_window_end(plugs, duration, slide))
 
     with _STARTING:  # concurrent runs (tandem verify --parallel) name their queries apart
+        crash.arm()
         spark = spark_session(log=spark_log_path(store))
         bridge = Mig(name, deployment, columnar, spark, record, final_end=final_end,
-                     spark_design=spark_design, lateness=lateness)
+                     spark_design=spark_design, lateness=lateness, checkpoint=str(checkpoint))
+        if resume:
+            bridge.recover()
         if generated:
             # The last heartbeat goes far enough past the last window_end for chained operators.
             flush = max(w.size for w in windows(physical.logical.root)) + 10 * slide + lateness

@@ -72,9 +72,9 @@ def test_a_row_at_or_before_the_watermark_of_earlier_batches_is_late():
     assert first["rule"].to_list() == [None, None] and high == 5 * US
 
 
-# Integration: 400 s of event time at 20 tuples/s (six plugs, each reporting every 0.6 s) fill
-# and slide the 5-minute windows; a third of the delayed runs wait 0.1-4.5 s. Files of 100 s.
-RATE, DURATION, FILE_SECONDS = 20, 400, 100
+# Integration: 400 s of event time at 5 tuples/s (six plugs, each reporting every 1.2 s) fill
+# and slide the 5-minute windows; a third of the delayed runs wait 0.1-4.5 s. Files of 50 s.
+RATE, DURATION, FILE_SECONDS = 5, 400, 50
 DISORDER = Disorder(tail=0.3)
 WHOLE, SHORT = 5.0, 1.0  # L above the largest delay (4.5 s), and below it
 CASES = [(q, ",".join(f"{op}={e}" for op, e in p.items()))

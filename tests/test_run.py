@@ -45,10 +45,11 @@ def run_small(name, tmp_path, **kwargs):
                store=tmp_path / "tandem.duckdb", checkpoint=tmp_path / "checkpoint", **kwargs)
 
 
-# Every placement where phase one leaves at most 4 R2R operators (Q5: 3), else a sample of 8
-# that holds pure-Spark, pure-DuckDB and the optimiser's plan.
+# A sample of 8 placements that holds pure-Spark, pure-DuckDB and the optimiser's plan, over
+# the generator's finite stream. Q1, Q3, Q5 and Q6 run under 8 placements over a disordered
+# landing directory in tests/test_disorder.py.
 CASES = [(q, ",".join(f"{op}={e}" for op, e in p.items()))
-         for q in ("q1", "q2", "q3", "q4", "q5", "q6") for p in placements(q, "8")]
+         for q in ("q2", "q4") for p in placements(q, "8")]
 
 
 @pytest.mark.parametrize("name, placement", CASES)

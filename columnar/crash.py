@@ -1,0 +1,39 @@
+"""Crash points: where the exactly-once tests kill a run (tests/test_crash.py).
+
+``TANDEM_CRASH=<point>:<where>`` makes the run kill its whole process group (the CLI, Spark's
+JVM and its Python workers) with SIGKILL when it reaches ``point`` at ``where``: a micro-batch
+id, or for the points in the landing source, which Spark calls without one, the name of the
+last file of the micro-batch. That is a crash at a known place in the protocol, as a power cut
+would leave it, and the resumed run must neither lose nor duplicate a row. Unset, a crash point
+costs one environment lookup.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+VARIABLE = "TANDEM_CRASH"
+GROUP = "TANDEM_CRASH_GROUP"  # the run's process group (Spark's Python workers have their own)
+POINTS = {
+    "file-read": "a landing file is being read (in Spark's Python worker)",
+    "spark-offsets": "Spark has written the micro-batch's offsets, not yet run it",
+    "arrival": "the micro-batch's rows are in DuckDB, its arrival not yet recorded",
+    "evaluation": "the MIG's thread is evaluating the micro-batch's window_ends",
+    "spark-committed": "Spark has committed the micro-batch, DuckDB not yet its results",
+    "duckdb-write": "inside DuckDB's transaction that commits the micro-batch's results",
+}
+
+
+def arm() -> None:
+    """Called by the run before it starts Spark: the processes Spark starts learn which group
+    to kill."""
+    if os.environ.get(VARIABLE):
+        os.environ.setdefault(GROUP, str(os.getpgid(0)))
+
+
+def crash_point(point: str, where: object) -> None:
+    """Die here if ``TANDEM_CRASH`` names this point and place."""
+    wanted = os.environ.get(VARIABLE)
+    if wanted and wanted == f"{point}:{where}":
+        os.killpg(int(os.environ.get(GROUP, os.getpgid(0))), signal.SIGKILL)
