@@ -23,6 +23,7 @@ POINTS = {
     "spark-committed": "Spark has committed the micro-batch, DuckDB not yet its results",
     "duckdb-write": "inside DuckDB's transaction that commits the micro-batch's results",
 }
+JVM = "jvm"  # Spark's JVM dies at a micro-batch's arrival; the CLI's process lives on
 
 
 def arm() -> None:
@@ -32,8 +33,12 @@ def arm() -> None:
         os.environ.setdefault(GROUP, str(os.getpgid(0)))
 
 
-def crash_point(point: str, where: object) -> None:
-    """Die here if ``TANDEM_CRASH`` names this point and place."""
+def crash_point(point: str, where: object, victim: int | None = None) -> None:
+    """Die here if ``TANDEM_CRASH`` names this point and place; with ``victim``, that process
+    dies instead of the whole group."""
     wanted = os.environ.get(VARIABLE)
     if wanted and wanted == f"{point}:{where}":
-        os.killpg(int(os.environ.get(GROUP, os.getpgid(0))), signal.SIGKILL)
+        if victim is not None:
+            os.kill(victim, signal.SIGKILL)
+        else:
+            os.killpg(int(os.environ.get(GROUP, os.getpgid(0))), signal.SIGKILL)

@@ -48,8 +48,8 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from columnar.crash import JVM, crash_point
 from columnar.crash import VARIABLE as CRASH
-from columnar.crash import crash_point
 from columnar.fragment_sql import fragments, input_table, read_sql
 from columnar.store import ColumnarStore
 from optimizer.deployment import Deployment
@@ -224,6 +224,8 @@ class Mig:
 
     def _arrive(self, batch: DataFrame, batch_id: int, started: float) -> Arrival:
         """Step 1: the batch's rows into DuckDB, and how far they complete the crossings."""
+        if os.environ.get(CRASH) == f"{JVM}:{batch_id}":  # the JVM dies, this process lives
+            crash_point(JVM, batch_id, victim=self.spark.sparkContext._gateway.proc.pid)
         before = self.store.progress(self.query, before=batch_id)
         frontiers = dict(before.frontiers)
         # One Spark job moves the whole micro-batch; Arrow splits it by relation.

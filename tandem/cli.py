@@ -6,7 +6,7 @@ import json
 import signal
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stderr
 from pathlib import Path
 from typing import Annotated
 
@@ -53,6 +53,15 @@ def user_errors(query: str | None = None):
     except TandemError as err:
         errors.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
+
+
+@contextmanager
+def engine_output_to(log: Path):
+    """What the engines' threads print while a run lasts (Py4J's callback server reports the
+    death of Spark's JVM with pages of tracebacks) goes to Spark's log, not to the user."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a") as target, redirect_stderr(target):
+        yield
 
 
 @app.callback()
@@ -131,6 +140,7 @@ def run_command(
 ) -> None:
     """Optimise QUERY (unless --placement forces a plan), deploy it on Spark and DuckDB, run it."""
     from tandem.run import run  # imports Spark: only for the commands that run it
+    from tandem.settings import spark_log_path
 
     with user_errors(query):
         plan = explain(query, rate=rate, catalog=catalog, profile=profile, placement=placement)
@@ -164,7 +174,7 @@ def run_command(
             progress["rows"] += report.result_rows
             live.update(view(report))
 
-        with user_errors(query):
+        with user_errors(query), engine_output_to(spark_log_path(store)):
             summary = run(query, placement=placement, rate=rate, duration=duration, batch=batch,
                           source=source, catalog=catalog, profile=profile, store=store,
                           resume=resume, spark_design=spark_design, on_batch=on_batch,
@@ -401,8 +411,8 @@ def microbatch_command(
     """Run QUERY over the files that landed since its last micro-batch run, then stop."""
     from tandem import settings
     from tandem.microbatch import run_microbatch
-
-    with console.status("reading the new files"), user_errors(query):
+    with console.status("reading the new files"), user_errors(query), \
+            engine_output_to(settings.spark_log_path(settings.store_path())):
         summary = run_microbatch(query, landing or settings.landing_dir(),
                                  checkpoints=settings.checkpoints_dir(),
                                  store=settings.store_path(), lateness=lateness)

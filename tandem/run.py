@@ -13,6 +13,8 @@ from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from py4j.protocol import Py4JError, Py4JJavaError
+
 from columnar import crash
 from columnar.store import DEFAULT_PATH, ColumnarStore, schema_name
 from optimizer import load_catalog
@@ -24,6 +26,7 @@ from rowstream.mig import EPOCH, BatchReport, Mig, Transfers
 from rowstream.session import spark_session
 from rowstream.sources import generator_stream, landing_stream, last_window_end
 from tandem.explain import Explanation, explain
+from tandem.settings import spark_log_path
 from tandem.workload import SmartPlugs
 
 _STARTING = threading.Lock()
@@ -177,8 +180,15 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
                 raise TandemError(f"the Spark query failed: {type(cause).__name__}: {first_line} "
                                   f"(details in {spark_log_path(store)}; `--resume` continues "
                                   "from the last checkpoint)")
+        except Py4JError as err:
+            if isinstance(err, Py4JJavaError) or jvm_alive(spark):
+                raise
+            raise TandemError(f"Spark's JVM stopped during the run (killed, or out of memory: "
+                              f"see {spark_log_path(store)}); what both engines committed is "
+                              "kept: `--resume` continues from the last checkpoint") from None
         finally:
-            handle.stop()
+            if jvm_alive(spark):
+                handle.stop()
             bridge.close()
         wall = time.perf_counter() - started
         summary = RunSummary(name, physical.placement, sum(r.tuples for r in reports),
@@ -238,9 +248,10 @@ class Watchdog:
                               f"bug of Tandem's, please report it with {self.log}")
 
 
-def spark_log_path(store: str | Path) -> Path:
-    """Where the JVM of a run's Spark session logs: beside the store."""
-    return Path(store).parent / "spark.log"
+def jvm_alive(spark) -> bool:
+    """Whether the JVM behind a local session still runs."""
+    process = getattr(spark.sparkContext._gateway, "proc", None)
+    return process is None or process.poll() is None
 
 
 def default_checkpoint(store: str | Path, name: str) -> Path:

@@ -59,6 +59,11 @@ def store_path() -> Path:
     return state_dir() / "tandem.duckdb"
 
 
+def spark_log_path(store: str | Path) -> Path:
+    """Where Spark's JVM and the engines' threads log during a run over ``store``: beside it."""
+    return Path(store).parent / "spark.log"
+
+
 def checkpoints_dir() -> Path:
     return state_dir() / "checkpoints"
 
