@@ -183,7 +183,7 @@ def _gateway(spark, rate: float, seconds: int) -> list[dict]:
             .where("k < 0").toArrow())
         moved = {}
         row["transfer"] = _time(lambda: moved.update(n=store.append(
-            "calibrate", "rows", loads.drop("heartbeat", "reason", "origin").toArrow(), batch_id)))
+            "calibrate", "rows", loads.drop("heartbeat", "reason", "rule", "origin").toArrow(), batch_id)))
         row["moved"] = moved["n"]
         if row["tuples"]:
             rows.append(row)

@@ -147,32 +147,36 @@ def run_command(
     placed = ", ".join(f"{op}={engine}" for op, engine in plan.optimization.plan.placement.items())
     console.print(f"[bold]{plan.query}[/] with {placed or 'nothing to place'}")
     progress = {"tuples": 0, "batches": 0, "rows": 0, "started": time.perf_counter(),
-                "event_time": None, "advanced": None}
+                "event_time": None, "advanced": None, "work": None}
 
-    def view(report=None) -> Table:
+    def view() -> Table:
         table = Table(show_header=False, box=None, padding=(0, 2))
         wall = time.perf_counter() - progress["started"]
         table.add_row("tuples", f"{progress['tuples']:,}")
-        table.add_row("event time", str(report.event_time) if report and report.event_time else "-")
+        table.add_row("event time", str(progress["event_time"] or "-"))
         table.add_row("throughput", f"{progress['tuples'] / wall:,.0f} tuples/s" if wall else "-")
         table.add_row("micro-batches", f"{progress['batches']:,}")
         # A run keeps up while a batch takes less wall time than the event time it covers.
         advanced = progress["advanced"]
-        table.add_row("batch lag", "-" if not report else (
-            f"{report.seconds:.2f} s of work for the last batch"
+        table.add_row("batch lag", "-" if progress["work"] is None else (
+            f"{progress['work']:.2f} s of work for the last batch"
             + (f" ({advanced:.1f} s of event time)" if advanced else "")))
         table.add_row("result rows", f"{progress['rows']:,}")
         return table
 
     with Live(view(), console=console, refresh_per_second=4, transient=False) as live:
         def on_batch(report) -> None:
-            if report.event_time and progress["event_time"]:
+            # A batch without tuples (the heartbeat that ends a generated stream) moves event
+            # time past the data: the lag is the last data batch's.
+            if report.tuples and report.event_time and progress["event_time"]:
                 progress["advanced"] = (report.event_time - progress["event_time"]).total_seconds()
-            progress["event_time"] = report.event_time or progress["event_time"]
+            if report.tuples:
+                progress["event_time"] = report.event_time or progress["event_time"]
+                progress["work"] = report.seconds
             progress["tuples"] += report.tuples
             progress["batches"] += 1
             progress["rows"] += report.result_rows
-            live.update(view(report))
+            live.update(view())
 
         with user_errors(query), engine_output_to(spark_log_path(store)):
             summary = run(query, placement=placement, rate=rate, duration=duration, batch=batch,
