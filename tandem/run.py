@@ -274,13 +274,15 @@ def pair(checkpoint: Path, store: ColumnarStore, name: str, resume: bool) -> Non
                 f"{mine.get('store')}, not to the store {store.path} (run {theirs}): resume with "
                 "that store, or give --checkpoint, or run without --resume to start afresh")
         return
-    if resume and store.run_id(name) is not None:
-        return  # a micro-batch checkpoint that predates the owner file
-    shutil.rmtree(checkpoint, ignore_errors=True)
-    store.create(name, fresh=True)
-    checkpoint.mkdir(parents=True)
+    if not resume:
+        shutil.rmtree(checkpoint, ignore_errors=True)
+    # A resume without an owner file keeps what the store holds: a first micro-batch run, a
+    # checkpoint older than owner files, or windows a benchmark loaded into the store.
+    store.create(name, fresh=not resume)
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    run_id = store.run_id(name) or store.start_run(name)
     owner.write_text(json.dumps({"store": str(Path(store.path).resolve()), "query": name,
-                                 "run": store.start_run(name)}) + "\n")
+                                 "run": run_id}) + "\n")
 
 
 def _count_dropped(handle, dropped: dict[int, int]) -> None:
