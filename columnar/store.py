@@ -295,17 +295,44 @@ class ColumnarStore:
             self._run(f"CREATE TABLE IF NOT EXISTS {target} AS SELECT * FROM __row LIMIT 0")
             self._run(f"INSERT INTO {target} BY NAME SELECT * FROM __row")
 
+    def replace_logged(self, log: str, target: str, rows: pa.Table) -> None:
+        """Replace the rows of ``target`` in the log ``log`` (validations, the landing
+        quarantine) by ``rows``: validating a file again does not add its rows twice."""
+        table = f"{LOG_SCHEMA}.{log}"
+        self._run(f"CREATE SCHEMA IF NOT EXISTS {LOG_SCHEMA}")
+        with self._view("__rows", rows), self._transaction():
+            self._run(f"CREATE TABLE IF NOT EXISTS {table} AS SELECT * FROM __rows LIMIT 0")
+            self._run(f"DELETE FROM {table} WHERE target = ?", [target])
+            self._run(f"INSERT INTO {table} BY NAME SELECT * FROM __rows")
+
+    def logged_targets(self, log: str, suite: str) -> set[str]:
+        """The targets that the log ``log`` holds outcomes of ``suite`` for."""
+        if not self.logged(log):
+            return set()
+        return {t for (t,) in self._run(f"SELECT DISTINCT target FROM {LOG_SCHEMA}.{log} "
+                                         "WHERE suite = ?", [suite])}
+
     def recent(self, log: str, query: str, limit: int = 10) -> list[dict]:
         """The latest rows of a log for ``query``, newest first."""
-        if not self._exists(LOG_SCHEMA, log):
+        if not self.logged(log):
             return []
-        rel = self.con.execute(f"SELECT * FROM {LOG_SCHEMA}.{log} WHERE query = ? "
-                               "ORDER BY logged_at DESC LIMIT ?", [query, limit])
-        names = [d[0] for d in rel.description]
-        return [dict(zip(names, row, strict=True)) for row in rel.fetchall()]
+        return self.query(f"SELECT * FROM {LOG_SCHEMA}.{log} WHERE query = ? "
+                          "ORDER BY logged_at DESC LIMIT ?", [query, limit])
 
     def has_results(self, query: str) -> bool:
-        return self._exists(schema_name(query), "results")
+        return self.has_table(query, "results")
+
+    def has_table(self, query: str, table: str) -> bool:
+        return self._exists(schema_name(query), table)
+
+    def logged(self, log: str) -> bool:
+        return self._exists(LOG_SCHEMA, log)
+
+    def query(self, sql: str, params: list | None = None) -> list[dict]:
+        """Rows of a statement as dicts (the plugin's summaries)."""
+        rel = self.con.execute(sql, params or [])
+        names = [d[0] for d in rel.description]
+        return [dict(zip(names, row, strict=True)) for row in rel.fetchall()]
 
     def results(self, query: str) -> pa.Table:
         return self.con.sql(

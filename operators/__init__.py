@@ -119,27 +119,41 @@ class MicroBatchOperator(StoreOperator):
         return summary.to_json()
 
 
+class ValidateLandingOperator(StoreOperator):
+    """Great Expectations' input suite over the files that landed since the last validation,
+    before Spark reads them; failing rows go to the landing quarantine (``tandem.validation``).
+    The task succeeds with bad rows quarantined: they are accounted for, not lost."""
+
+    def execute(self, context) -> dict:
+        from tandem.validation import validate_landed
+
+        report = validate_landed(settings.landing_dir(), settings.store_path())
+        for f in report:
+            self.log.info("%s: %d rows, %d quarantined %s", f.file, f.rows, f.quarantined,
+                          f.by_rule or "")
+        return {"files": len(report), "rows": sum(f.rows for f in report),
+                "quarantined": sum(f.quarantined for f in report)}
+
+
 class ValidateOperator(StoreOperator):
-    """Check a query's results; fail the task on a problem. ``checks`` are functions from the
-    rows to the problems they find (``tandem.quality``; Great Expectations suites take the same
-    shape)."""
+    """Great Expectations' results suite over a query's results; the task fails on a problem."""
 
     template_fields = ("query",)
 
-    def __init__(self, *, query: str, microbatch: bool = False, checks=None, **kwargs):
+    def __init__(self, *, query: str, microbatch: bool = False, **kwargs):
         super().__init__(**kwargs)
-        self.query, self.microbatch, self.checks = query, microbatch, checks
+        self.query, self.microbatch = query, microbatch
 
     def execute(self, context) -> dict:
         from airflow.sdk.exceptions import AirflowSkipException
 
         from optimizer.errors import TandemError
         from tandem.microbatch import microbatch_name
-        from tandem.quality import BUILT_IN, MissingResults, validate
+        from tandem.validation import MissingResults, validate_results
 
         name = microbatch_name(self.query) if self.microbatch else self.query
         try:
-            result = validate(name, settings.store_path(), self.checks or BUILT_IN)
+            result = validate_results(self.query, settings.store_path(), name=name)
         except MissingResults as missing:
             if self.microbatch:  # no file has landed yet: nothing to check
                 raise AirflowSkipException(str(missing)) from None

@@ -22,6 +22,10 @@ def column_set_key(columns) -> frozenset[str]:
 # most late readings within 100 ms and the longest delays Ji reports (Table 4.1) are 4.5 s and
 # 17 s; 5 s keeps the first stream whole at 5 s of extra output delay (docs/execution.md).
 DEFAULT_LATENESS = 5.0
+# How far a landed reading's timestamp may lie from its file's median event time, seconds: a
+# clock gone wrong would otherwise move the watermark and make every later reading late. A file
+# must hold less than this much event time (rowstream/expectations.py).
+DEFAULT_TIME_DISTANCE = 86_400.0
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,7 @@ class Stream:
     rate: float  # tuples per second
     distinct: dict[frozenset[str], float] = field(default_factory=dict)
     lateness: float = DEFAULT_LATENESS  # allowed lateness L, seconds (rowstream/eventtime.py)
+    time_distance: float = DEFAULT_TIME_DISTANCE  # seconds; the input suite's timestamp range
 
 
 @dataclass(frozen=True)
@@ -71,14 +76,17 @@ def parse_catalog(raw: dict, source: str = "<memory>") -> Catalog:
             time_column = str(spec.get("time_column", "ts")).lower()
             rate = float(spec["rate"])
             lateness = float(spec.get("lateness", DEFAULT_LATENESS))
+            time_distance = float(spec.get("time_distance", DEFAULT_TIME_DISTANCE))
         except (KeyError, TypeError, ValueError) as err:
             raise CatalogError(f"{source}: stream {name!r} needs columns and rate ({err})") from None
-        if lateness < 0:
-            raise CatalogError(f"{source}: stream {name!r} has a negative lateness")
+        if lateness < 0 or time_distance <= 0:
+            raise CatalogError(f"{source}: stream {name!r} needs a lateness of 0 s or more and "
+                               "a positive time_distance")
         if time_column not in columns:
             raise CatalogError(f"{source}: stream {name!r} has no time column {time_column!r}")
         distinct = {column_set_key(k.lower()): float(v) for k, v in spec.get("distinct", {}).items()}
-        streams[name.lower()] = Stream(name.lower(), time_column, columns, rate, distinct, lateness)
+        streams[name.lower()] = Stream(name.lower(), time_column, columns, rate, distinct, lateness,
+                                       time_distance)
     selectivity = {}
     for text, value in raw.get("selectivity", {}).items():
         if not 0 <= float(value) <= 1:

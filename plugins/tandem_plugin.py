@@ -82,6 +82,15 @@ def _overview(o: Overview) -> str:
                    [(r["logged_at"], r["source"], f"{r['tuples']:,}", f"{r['wall_seconds']:.1f}",
                      f"{r['throughput']:,.0f}", f"{r['result_rows']:,}") for r in o.runs])
             if o.runs else f"<p>{escape(o.runs_note)}</p>")
+    checked = (_table(["validated at (UTC)", "suite", "file or table", "rows", "failed expectations"],
+                      [(v["validated_at"], v["suite"], v["target"], f"{v['rows']:,}",
+                        v["failed"] or "none") for v in o.validations])
+               if o.validations else "<p>Nothing validated yet: the micro-batch DAG and "
+               "<code>tandem validate</code> run Great Expectations.</p>")
+    if o.quarantine:
+        checked += "<h3>Quarantined by the runs</h3>" + _table(
+            ["runs", "rule", "rows"], [(q["runs"], q["rule"], f"{q['rows']:,}")
+                                       for q in o.quarantine])
     db_ops = "".join(
         f"<h3>{escape(d['id'])} <small>({escape(', '.join(d['members']))})</small></h3>"
         f"<pre class=\"duckdb-sql\">{escape(d['sql'])}</pre>"
@@ -95,6 +104,7 @@ bottleneck cost {_number(o.bottleneck_cost)}, utilization cost {_number(o.utiliz
 Costs are per operator (a DB-op's members share its costs).</p>
 <ul class="plan">{_tree(o.plan)}</ul></section>
 <section><h2>Last runs</h2>{runs}</section>
+<section id="validations"><h2>Great Expectations</h2>{checked}</section>
 <section><h2>DuckDB SQL of the DB-ops</h2>{db_ops}</section>"""
 
 

@@ -1,9 +1,9 @@
 """Reading the files of a landing directory: DEBS 2014 CSV (``id,timestamp,value,property,
 plug_id,household_id,house_id`` with Unix-second timestamps) or Parquet with the stream's
 columns. Every line is either a row of the stream or a quarantined row with the ``rule`` it
-broke (the class of the problem), its ``reason`` and its ``origin`` (file and line); nothing is
-dropped.
-Validation is vectorised (polars), never a loop per row.
+broke (the input suite's expectation, ``rowstream/expectations.py``), its ``reason`` and its
+``origin`` (file and line); nothing is dropped. The suite's checks are vectorised (polars), never
+a loop per row.
 
 **Landing protocol.** Only names ending in ``.csv`` or ``.parquet`` are read, in name order,
 which must be event-time order. A writer writes under another name (``x.csv.part``, or a name
@@ -23,14 +23,13 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 
+from optimizer.catalog import DEFAULT_TIME_DISTANCE
+from rowstream.expectations import FIELDS, INPUT, input_parameters, violations
+
 SUFFIXES = (".csv", ".parquet")
-INTEGERS = {"id": pl.Int64, "property": pl.Int32, "plug_id": pl.Int32, "household_id": pl.Int32,
-            "house_id": pl.Int32}
-CSV_FIELDS = ("id", "timestamp", "value", "property", "plug_id", "household_id", "house_id")
 STREAM = {"id": pl.Int64, "ts": pl.Datetime("us"), "value": pl.Float64, "property": pl.Int32,
           "plug_id": pl.Int32, "household_id": pl.Int32, "house_id": pl.Int32}
-# Classes of bad input, the quarantine's ``rule`` column.
-MALFORMED, TYPE, MISSING, RANGE, UNREADABLE = "malformed", "type", "missing", "range", "unreadable"
+UNREADABLE = "unreadable"  # a whole file that cannot be read: the suites never see its rows
 EXTRA = ("reason", "rule", "origin")
 
 
@@ -41,70 +40,63 @@ def landed_files(directory: str | Path) -> list[str]:
                   if p.suffix in SUFFIXES and not p.name.startswith("."))
 
 
-def read_landed(path: Path) -> pl.DataFrame:
-    """The stream's columns plus ``reason`` and ``rule`` (null for a good row) and
-    ``origin``."""
+def landed_frame(path: Path) -> pl.DataFrame:
+    """A file as it landed, the frame the input suite validates: ``fields``, ``raw_<field>``
+    (text, null when empty), the parsed stream columns (null where the text does not parse)
+    and ``origin``. Raises when the file cannot be read at all."""
+    return _read_parquet(path) if path.suffix == ".parquet" else _read_csv(path)
+
+
+def read_landed(path: Path, time_distance: float = DEFAULT_TIME_DISTANCE) -> pl.DataFrame:
+    """The stream's columns plus the ``reason`` and ``rule`` of the input suite's first failed
+    expectation (null for a good row) and ``origin``."""
     try:
-        frame = _read_parquet(path) if path.suffix == ".parquet" else _read_csv(path)
+        frame = landed_frame(path)
     except Exception as err:  # the file, not a line of it, is bad: quarantine it whole
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        return pl.DataFrame({**{c: pl.Series([None], dtype=t) for c, t in STREAM.items()},
-                             "reason": [f"the file cannot be read: {first}"],
-                             "rule": [UNREADABLE], "origin": [path.name]})
-    problems = [(pl.col("reason").is_not_null(), pl.col("reason"), pl.col("rule"))]
-    for column in STREAM:  # the first problem of a row is its reason
-        raw, name = pl.col(f"_{column}"), "timestamp" if column == "ts" else column
-        problems.append((raw.is_null() | (raw == ""), pl.lit(f"{name} is missing"), pl.lit(MISSING)))
-        problems.append((pl.col(column).is_null(),
-                         pl.format(f"{name} {{}} is not {_kind(column)}", raw), pl.lit(TYPE)))
-    problems.append((~pl.col("property").is_in([0, 1]),
-                     pl.lit("property is neither 0 (work) nor 1 (load)"), pl.lit(RANGE)))
-    reason, rule = pl.lit(None, pl.String), pl.lit(None, pl.String)
-    for failed, why, what in reversed(problems):
-        reason = pl.when(failed).then(why).otherwise(reason)
-        rule = pl.when(failed).then(what).otherwise(rule)
+        return unreadable(path, err)
+    rule, reason = violations(frame, INPUT, input_parameters(frame, time_distance))
     return frame.with_columns(reason.alias("reason"), rule.alias("rule")).select(
         *STREAM, *EXTRA)
 
 
-def _kind(column: str) -> str:
-    return {"ts": "a Unix time in seconds", "value": "a number"}.get(column, "an integer")
+def unreadable(path: Path, err: Exception) -> pl.DataFrame:
+    """The one quarantined row that stands for a file that cannot be read."""
+    first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+    return pl.DataFrame({**{c: pl.Series([None], dtype=t) for c, t in STREAM.items()},
+                         "reason": [f"the file cannot be read: {first}"],
+                         "rule": [UNREADABLE], "origin": [path.name]})
 
 
 def _read_csv(path: Path) -> pl.DataFrame:
     # Bytes that are not UTF-8 spoil their line only, which is then quarantined.
     lines = path.read_bytes().decode("utf-8", errors="replace").splitlines()
     # The DEBS 2014 files have no header line; Tandem's generator writes one.
-    header = bool(lines) and lines[0].replace(" ", "").lower() == ",".join(CSV_FIELDS)
+    header = bool(lines) and lines[0].replace(" ", "").lower() == ",".join(FIELDS)
     lines = pl.Series("line", lines[header:], pl.String)
     frame = pl.DataFrame({"fields": lines.str.split(",")}).with_row_index("n", offset=1 + header)
-    count = pl.col("fields").list.len()
-    raw = {name: pl.col("fields").list.get(i, null_on_oob=True).str.strip_chars()
-           for i, name in enumerate(CSV_FIELDS)}
-    text = raw["timestamp"]
-    seconds = text.str.extract_groups(r"^([+-]?)(\d+)(?:\.(\d*))?$")
+    raw = {f: pl.col("fields").list.get(i, null_on_oob=True).str.strip_chars()
+           for i, f in enumerate(FIELDS)}
+    raw = {f: pl.when(text != "").then(text) for f, text in raw.items()}
+    seconds = raw["timestamp"].str.extract_groups(r"^([+-]?)(\d+)(?:\.(\d*))?$")
     sign = pl.when(seconds.struct.field("1") == "-").then(-1).otherwise(1)
     whole = seconds.struct.field("2").cast(pl.Int64, strict=False)
     # Microseconds: the first six fractional digits; later ones are truncated (module docstring).
     micros = seconds.struct.field("3").fill_null("").str.slice(0, 6).str.pad_end(6, "0")
+    parsed = {c: raw[c].cast(t, strict=False) for c, t in STREAM.items() if c != "ts"}
+    parsed["ts"] = (sign * (whole * 1_000_000 + micros.cast(pl.Int64))).cast(pl.Datetime("us"))
     return frame.select(
-        *[raw[name].cast(dtype, strict=False).alias(name) for name, dtype in INTEGERS.items()],
-        (sign * (whole * 1_000_000 + micros.cast(pl.Int64))).cast(pl.Datetime("us")).alias("ts"),
-        raw["value"].cast(pl.Float64, strict=False).alias("value"),
-        *[raw[name].alias(f"_{name}") for name in INTEGERS], text.alias("_ts"),
-        raw["value"].alias("_value"),
-        pl.when(count != len(CSV_FIELDS))
-        .then(pl.format("expected 7 comma-separated fields, found {}", count)).alias("reason"),
-        pl.when(count != len(CSV_FIELDS)).then(pl.lit(MALFORMED)).alias("rule"),
-        pl.format("{}:{}", pl.lit(path.name), pl.col("n")).alias("origin"),
-    )
+        pl.col("fields").list.len().cast(pl.Int32).alias("fields"),
+        *[text.alias(f"raw_{f}") for f, text in raw.items()],
+        *[parsed[c].alias(c) for c in STREAM],
+        pl.format("{}:{}", pl.lit(path.name), pl.col("n")).alias("origin"))
 
 
 def _read_parquet(path: Path) -> pl.DataFrame:
     frame = pl.from_arrow(pq.read_table(path)).with_row_index("n", offset=1)
     present = {c: pl.col(c) if c in frame.columns else pl.lit(None) for c in STREAM}
     return frame.select(
-        *[present[c].cast(dtype, strict=False).alias(c) for c, dtype in STREAM.items()],
-        *[present[c].cast(pl.String, strict=False).alias(f"_{c}") for c in STREAM],
-        pl.lit(None, pl.String).alias("reason"), pl.lit(None, pl.String).alias("rule"),
+        pl.lit(len(FIELDS), pl.Int32).alias("fields"),
+        *[present["ts" if f == "timestamp" else f].cast(pl.String, strict=False).alias(f"raw_{f}")
+          for f in FIELDS],
+        *[present[c].cast(t, strict=False).alias(c) for c, t in STREAM.items()],
         pl.format("{}:row {}", pl.lit(path.name), pl.col("n")).alias("origin"))

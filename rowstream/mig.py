@@ -93,6 +93,7 @@ class BatchReport:
     quarantined: int  # rows a source could not read or that arrived late
     late: int  # of those, the rows that arrived late
     seconds: float  # from the batch's arrival to its evaluation's commit
+    rules: dict[str, int] = field(default_factory=dict)  # quarantined rows per rule
 
 
 @dataclass
@@ -108,6 +109,7 @@ class Arrival:
     first_ts: datetime | None  # the run's first event
     frontiers: dict[str, datetime]  # how far the crossings are complete after the batch
     results: pa.Table | None  # the root's rows, when Spark computed them (``Mig.direct``)
+    rules: dict[str, int]  # quarantined rows per rule (an expectation's name, or late)
 
 
 @dataclass
@@ -263,8 +265,10 @@ class Mig:
                                         self.panes)
         crash_point("arrival", batch_id)
         self.store.arrived(self.query, batch_id, first_ts, frontiers)
+        rules = {c["values"]: c["counts"]
+                 for c in pc.value_counts(quarantined.column("rule")).to_pylist()}
         return Arrival(batch_id, started, tuples, latest, quarantined.num_rows, late, first_ts,
-                       frontiers, results)
+                       frontiers, results, rules)
 
     def _evaluate_batch(self, arrival: Arrival) -> None:
         """Steps 2–4 for the window_ends an arrived batch completes, on the evaluator thread."""
@@ -287,7 +291,7 @@ class Mig:
             if self.on_batch:
                 self.on_batch(BatchReport(batch_id, arrival.tuples, arrival.latest, len(ends),
                                           count, arrival.quarantined, arrival.late,
-                                          time.perf_counter() - arrival.started))
+                                          time.perf_counter() - arrival.started, arrival.rules))
         except Exception as err:
             self.failure = err
             raise

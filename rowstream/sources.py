@@ -28,6 +28,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from columnar.crash import crash_point
+from optimizer.catalog import DEFAULT_TIME_DISTANCE
 from rowstream.eventtime import admit
 from rowstream.landing import landed_files, read_landed
 
@@ -167,12 +168,9 @@ def generator_stream(spark: SparkSession, *, rate: float, duration: float, span:
 
 
 class _Files(InputPartition):
-    def __init__(self, paths: list[str], high_water: int | None, lateness: float, slide: float,
-                 heartbeat_only: bool = False):
+    def __init__(self, paths: list[str], high_water: int | None, heartbeat_only: bool = False):
         self.paths = paths
         self.high_water = high_water  # µs: the latest event admitted before these files
-        self.lateness = lateness
-        self.slide = slide
         self.heartbeat_only = heartbeat_only
 
 
@@ -199,6 +197,7 @@ class _LandingReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.per_batch = int(options.get("files_per_batch", 1))
         self.lateness = float(options.get("lateness", 0.0))
         self.slide = float(options.get("slide", 1.0))
+        self.time_distance = float(options.get("time_distance", DEFAULT_TIME_DISTANCE))
         self.target: str | None = None  # the last file an availableNow query reads
 
     def initialOffset(self) -> dict:
@@ -229,15 +228,13 @@ class _LandingReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         high_water = start.get("high_water")
         if names:
             crash_point("spark-offsets", names[-1])
-            return [_Files([str(self.directory / f) for f in names], high_water, self.lateness,
-                           self.slide)]
+            return [_Files([str(self.directory / f) for f in names], high_water)]
         if end["after"] and end.get("closed") and not start.get("closed", False):
-            return [_Files([str(self.directory / end["after"])], high_water, self.lateness,
-                           self.slide, heartbeat_only=True)]
+            return [_Files([str(self.directory / end["after"])], high_water, heartbeat_only=True)]
         return []
 
     def _admitted(self, paths: list[Path], high_water: int | None):
-        frame = pl.concat([read_landed(p) for p in paths])
+        frame = pl.concat([read_landed(p, self.time_distance) for p in paths])
         return admit(frame, high_water, self.lateness, self.slide)
 
     def read(self, partition: _Files):
@@ -256,8 +253,8 @@ class _LandingReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 class LandingSource(DataSource):
     """``spark.readStream.format("tandem_landing").option("path", DIR)`` with options
-    files_per_batch, lateness (seconds) and slide (seconds, for the window_end a late row
-    misses)."""
+    files_per_batch, lateness (seconds), slide (seconds, for the window_end a late row
+    misses) and time_distance (seconds, ``rowstream/expectations.py``)."""
 
     @classmethod
     def name(cls) -> str:
@@ -271,8 +268,9 @@ class LandingSource(DataSource):
 
 
 def landing_stream(spark: SparkSession, directory: str, *, lateness: float, slide: float,
+                   time_distance: float = DEFAULT_TIME_DISTANCE,
                    files_per_batch: int = 1) -> DataFrame:
     spark.dataSource.register(LandingSource)
     return (spark.readStream.format(LANDING).option("path", str(Path(directory).resolve()))
             .option("files_per_batch", files_per_batch).option("lateness", lateness)
-            .option("slide", slide).load())
+            .option("slide", slide).option("time_distance", time_distance).load())

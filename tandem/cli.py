@@ -139,7 +139,7 @@ def run_command(
     stall_timeout: Annotated[float, typer.Option(min=1.0, help="Stop with an error when no micro-batch finishes for this long, seconds.")] = 600.0,
 ) -> None:
     """Optimise QUERY (unless --placement forces a plan), deploy it on Spark and DuckDB, run it."""
-    from tandem.run import run  # imports Spark: only for the commands that run it
+    from tandem.run import by_rule, run  # imports Spark: only for the commands that run it
     from tandem.settings import spark_log_path
 
     with user_errors(query):
@@ -190,7 +190,7 @@ def run_command(
         f"({summary.throughput:,.0f} tuples/s), {summary.window_ends:,} slides, "
         f"{summary.result_rows:,} result rows, {summary.quarantined:,} quarantined rows "
         f"({summary.late:,} later than the allowed lateness of {summary.lateness:g} s; Spark "
-        f"dropped {summary.dropped_by_watermark:,} by its watermark).")
+        f"dropped {summary.dropped_by_watermark:,} by its watermark{by_rule(summary.rules)}).")
     moved = summary.transfers
     console.print(f"Moved to DuckDB: {moved.to_duckdb_tuples:,} tuples "
                   f"({_bytes(moved.to_duckdb_bytes)}); back to Spark: {moved.to_spark_tuples:,} "
@@ -232,6 +232,44 @@ def verify_command(
     console.print(f"{len(outcomes)} placements: {counts['same']} same as the reference, "
                   f"{counts['different']} different, {counts['failed']} failed")
     if counts["different"] or counts["failed"]:
+        raise typer.Exit(1)
+
+
+@app.command("validate")
+def validate_command(
+    queries: Annotated[list[str] | None, typer.Argument(help="Queries whose results to check (q1 ... q6, j2, j5, j8); none: only the landed files.")] = None,
+    landing: Annotated[Path | None, typer.Option(help="The landing directory (default: TANDEM_LANDING, else .tandem/landing).")] = None,
+    again: Annotated[bool, typer.Option(help="Validate every landed file, also those validated before.")] = False,
+    microbatch: Annotated[bool, typer.Option(help="Check the results of the micro-batch runs (tandem microbatch, the DAG).")] = False,
+) -> None:
+    """Validate with Great Expectations, as the micro-batch DAG does: the input suite over the
+    landed files not validated yet (failing rows go to the quarantine), then the results suite
+    over each QUERY's results. Exit code 1 when results fail their suite."""
+    from tandem import settings
+    from tandem.microbatch import microbatch_name
+    from tandem.validation import validate_landed, validate_results
+
+    store = settings.store_path()
+
+    def show(f) -> None:
+        failed = ", ".join(f"{n:,} {rule}" for rule, n in sorted(f.by_rule.items()))
+        console.print(f"{f.file}: {f.rows:,} rows, {f.quarantined:,} quarantined"
+                      + (f" ({failed})" if failed else ""), highlight=False)
+
+    problems = 0
+    with user_errors(), console.status("starting Great Expectations"):
+        report = validate_landed(landing or settings.landing_dir(), store, again=again,
+                                 on_file=show)
+        console.print(f"{len(report)} landed files validated; quarantined rows: "
+                      f"tandem_log.quarantine in {store}.", highlight=False)
+        for query in queries or []:
+            name = microbatch_name(query) if microbatch else None
+            result = validate_results(query, store, name=name)
+            problems += len(result.problems)
+            verdict = ("[green]passes[/]" if result.passed
+                       else "[red]fails[/]: " + "; ".join(result.problems))
+            console.print(f"{result.table}: {result.rows:,} rows, {verdict}", highlight=False)
+    if problems:
         raise typer.Exit(1)
 
 
@@ -423,10 +461,12 @@ def microbatch_command(
     if not summary.files:
         console.print(f"{summary.query}: no new files.")
         return
+    from tandem.run import by_rule
+
     console.print(f"{summary.query}: {len(summary.files)} files ({summary.files[0]} … "
                   f"{summary.files[-1]}), {summary.tuples:,} tuples, {summary.result_rows:,} "
                   f"result rows into {summary.results_table}, {summary.quarantined:,} "
-                  f"quarantined ({summary.late:,} late).", highlight=False)
+                  f"quarantined ({summary.late:,} late{by_rule(summary.rules)}).", highlight=False)
 
 
 @app.command("cleanup")

@@ -8,11 +8,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from columnar.inspect import explain_fragment
-from columnar.store import ColumnarStore, StoreBusy
+from columnar.store import ColumnarStore, StoreBusy, schema_name
 from optimizer import load_catalog
 from tandem import settings
 from tandem.explain import explain
 from tandem.microbatch import microbatch_name
+from tandem.validation import VALIDATIONS
 
 
 @dataclass
@@ -38,6 +39,8 @@ class Overview:
     db_ops: list[dict]  # id, members, sql, explain
     runs: list[dict]  # newest first
     runs_note: str = ""  # why there are none to show
+    validations: list[dict] = field(default_factory=list)  # newest first (validation_outcomes)
+    quarantine: list[dict] = field(default_factory=list)  # rows per rule of the query's runs
 
 
 def queries() -> list[str]:
@@ -61,10 +64,12 @@ def overview(query: str, store: Path | None = None) -> Overview:
     db_ops = [{"id": f.id, "members": list(f.members), "sql": f.sql,
                "explain": explain_fragment(f, types)} for f in explanation.fragments]
     name = explanation.query.stem
-    runs, note = recent_runs([name, microbatch_name(name)], store or settings.store_path())
+    names = [name, microbatch_name(name)]
+    runs, note = recent_runs(names, store or settings.store_path())
+    validations, quarantine = data_quality(names, store or settings.store_path())
     return Overview(name, explanation.query.read_text(), shown["rate"], str(explanation.catalog),
                     shown["feasible"], shown["bottleneck_cost"], shown["utilization_cost"], root,
-                    db_ops, runs, note)
+                    db_ops, runs, note, validations, quarantine)
 
 
 def recent_runs(names: list[str], store: Path, limit: int = 10) -> tuple[list[dict], str]:
@@ -81,3 +86,33 @@ def recent_runs(names: list[str], store: Path, limit: int = 10) -> tuple[list[di
         columnar.close()
     runs.sort(key=lambda r: r["logged_at"], reverse=True)
     return runs[:limit], "" if runs else "no runs yet"
+
+
+def data_quality(names: list[str], store: Path, limit: int = 12) -> tuple[list[dict], list[dict]]:
+    """Great Expectations' newest verdicts on the landed files and on the results of ``names``
+    (one row per file or table: rows checked and the expectations that failed), and the
+    quarantined rows of the runs of ``names`` per rule."""
+    if not store.is_file():
+        return [], []
+    try:
+        columnar = ColumnarStore(store, read_only=True)
+    except StoreBusy:
+        return [], []
+    tables = [f"{schema_name(n)}.results" for n in names]
+    try:
+        validations = columnar.query(
+            "SELECT max(validated_at) AS validated_at, suite, target, max(checked) AS rows, "
+            "string_agg(CASE WHEN NOT success THEN expectation || ': ' || unexpected END, '; ' "
+            "ORDER BY expectation) AS failed FROM tandem_log.validations "
+            "WHERE suite = 'tandem_input' OR target IN (SELECT unnest(?)) "
+            "GROUP BY suite, target ORDER BY validated_at DESC, target DESC LIMIT ?",
+            [tables, limit]) if columnar.logged(VALIDATIONS) else []
+        quarantine = [row for n in names if columnar.has_table(n, "quarantine")
+                      for row in columnar.query(
+                          f"SELECT '{n}' AS runs, rule, count(*) AS rows FROM "
+                          f"{schema_name(n)}.quarantine GROUP BY rule ORDER BY rows DESC")]
+    finally:
+        columnar.close()
+    for v in validations:
+        v["target"] = Path(v["target"]).name if v["suite"] == "tandem_input" else v["target"]
+    return validations, quarantine

@@ -32,6 +32,7 @@ class MicroBatchSummary:
     result_rows: int = 0
     quarantined: int = 0
     late: int = 0  # of the quarantined rows, those later than the allowed lateness
+    rules: dict[str, int] = field(default_factory=dict)  # quarantined rows per rule
     wall_seconds: float = 0.0
     results_table: str = ""
     placement: dict[str, str] = field(default_factory=dict)
@@ -106,5 +107,5 @@ def run_microbatch(query: str, landing: str | Path, *, checkpoints: str | Path,
         read = [f for f in files if f <= last_file_read(checkpoint)]
     return MicroBatchSummary(summary.query, read, summary.tuples, summary.batches,
                              summary.result_rows, summary.quarantined, summary.late,
-                             summary.wall_seconds,
+                             summary.rules, summary.wall_seconds,
                              summary.results_table, summary.placement)

@@ -8,6 +8,7 @@ import json
 import shutil
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
@@ -47,6 +48,7 @@ class RunSummary:
     result_rows: int
     quarantined: int  # rows the source could not read or that arrived late
     late: int  # of those, the rows later than the allowed lateness
+    rules: dict[str, int]  # quarantined rows per rule: the input suite's expectation, or late
     dropped_by_watermark: int  # rows Spark's stateful operators dropped as late (0: see run)
     lateness: float
     wall_seconds: float
@@ -113,9 +115,10 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
         raise TandemError(f"--source {source!r}: give 'generator' or a directory of CSV files")
     if not physical.logical.operators:
         raise TandemError("the query only windows a stream: give it an operator to run")
+    streams = [load_catalog(explanation.catalog).streams[w.stream]
+               for w in windows(physical.logical.root)]
     if lateness is None:
-        streams = load_catalog(explanation.catalog).streams
-        lateness = max(streams[w.stream].lateness for w in windows(physical.logical.root))
+        lateness = max(s.lateness for s in streams)
     if lateness < 0:
         raise TandemError(f"--lateness {lateness}: give a lateness of 0 seconds or more")
     deployment = deploy(physical)
@@ -147,7 +150,8 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
                                       flush=flush, warmup=warmup, begin=begin,
                                       **(topology or {}))
         else:
-            stream = landing_stream(spark, source, lateness=lateness, slide=slide)
+            stream = landing_stream(spark, source, lateness=lateness, slide=slide,
+                                    time_distance=min(s.time_distance for s in streams))
         writer = (bridge.stream(stream).writeStream
                   .outputMode("append").foreachBatch(bridge)
                   .option("checkpointLocation", str(checkpoint)))
@@ -195,17 +199,23 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
                              len(reports), sum(r.window_ends for r in reports),
                              sum(r.result_rows for r in reports),
                              sum(r.quarantined for r in reports), sum(r.late for r in reports),
+                             dict(sum((Counter(r.rules) for r in reports), Counter())),
                              sum(dropped.values()), lateness, wall, bridge.transfers,
                              str(store), f"{schema_name(name)}.results")
         columnar.record("runs", {
             "query": name, "logged_at": datetime.now(UTC).replace(tzinfo=None),
             "source": source, "placement": physical.placement, "tuples": summary.tuples,
             "batches": summary.batches, "result_rows": summary.result_rows,
-            "quarantined": summary.quarantined, "late": summary.late,
+            "quarantined": summary.quarantined, "late": summary.late, "rules": summary.rules,
             "wall_seconds": wall, "throughput": summary.throughput})
     finally:
         columnar.close()
     return summary
+
+
+def by_rule(rules: dict[str, int]) -> str:
+    """Quarantined rows per rule other than late, as a clause ("" for none)."""
+    return "".join(f"; {n:,} fail {rule}" for rule, n in sorted(rules.items()) if rule != "late")
 
 
 def describe(summary: dict) -> str:
@@ -215,7 +225,7 @@ def describe(summary: dict) -> str:
             f"{summary['wall_seconds']:.1f} s ({summary['throughput']:,.0f} tuples/s), "
             f"{summary['window_ends']:,} slides, {summary['result_rows']:,} result rows, "
             f"{summary['quarantined']:,} quarantined ({summary['late']:,} late, lateness "
-            f"{summary['lateness']:g} s); results in {summary['results_table']} "
+            f"{summary['lateness']:g} s{by_rule(summary['rules'])}); results in {summary['results_table']} "
             f"of {summary['store']}")
 
 

@@ -123,9 +123,13 @@ def test_a_landing_directory_quarantines_bad_lines(tmp_path, truth, catalog, pro
         "SELECT origin, rule, reason FROM q_q5.quarantine ORDER BY origin").fetchall()
     store.close()
     name = files[1].name
-    assert reasons == [(f"{name}:2", "malformed", "expected 7 comma-separated fields, found 3"),
-                       (f"{name}:3", "type", "plug_id x is not an integer"),
-                       (f"{name}:4", "range", "property is neither 0 (work) nor 1 (load)")]
+    assert reasons == [
+        (f"{name}:2", "expect_column_values_to_be_in_set(fields)",
+         "expected 7 comma-separated fields, found 3"),
+        (f"{name}:3", "expect_column_values_to_not_be_null(plug_id)",
+         "plug_id x is not an integer"),
+        (f"{name}:4", "expect_column_values_to_be_in_set(property)",
+         "property 2 is neither 0 (work) nor 1 (load)")]
 
 
 @pytest.mark.parametrize("design, name", [("panes", q) for q in ("q2", "q3", "q5")]

@@ -1,0 +1,158 @@
+"""What valid data is, written once as Great Expectations expectations: the input suite that
+every landed file must meet and the results suite that every result table must meet.
+
+The suites are plain data here, so that the hot path does not import Great Expectations: the
+landing source enforces the input suite inside every micro-batch with vectorised polars checks
+derived from it (``violations``), and ``tandem.validation`` builds the real suites from the same
+list and runs them with Great Expectations in the DAG and in ``tandem validate``. A failing row
+goes to the quarantine with the ``rule`` of the first expectation it fails, in suite order: the
+expectation's name and column, such as ``expect_column_values_to_be_unique(id)``.
+
+The input suite runs over one landed file at a time, as it landed (``rowstream/landing.py``):
+``fields`` (how many fields the line has), ``raw_<field>`` (each field's text, null when empty)
+and the parsed stream columns (null where the text does not parse). "Within a batch" means
+within a file: a micro-batch reads whole files, so the verdict on a row does not depend on how
+files are grouped into micro-batches.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import polars as pl
+
+FIELDS = ("id", "timestamp", "value", "property", "plug_id", "household_id", "house_id")
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """One Great Expectations expectation: its snake-case name, its arguments (a value may be
+    ``{"$PARAMETER": name}``, resolved per file) and the quarantine's reason for a row that fails
+    it: ``{}`` stands for the row's ``shown`` column, ``{name}`` for a suite parameter."""
+
+    type: str
+    kwargs: tuple[tuple[str, object], ...]
+    reason: str = ""
+    shown: str | None = None
+
+    @property
+    def arguments(self) -> dict:
+        return dict(self.kwargs)
+
+    @property
+    def rule(self) -> str:
+        args = self.arguments
+        return f"{self.type}({args.get('column') or ', '.join(args.get('column_list', ()))})"
+
+
+def expect(type_: str, reason: str = "", shown: str | None = None, **kwargs) -> Expectation:
+    return Expectation(f"expect_{type_}", tuple(kwargs.items()), reason, shown)
+
+
+def _parameter(name: str) -> dict:
+    return {"$PARAMETER": name}
+
+
+def _field_column(field: str) -> str:
+    return "ts" if field == "timestamp" else field
+
+
+def _kind(field: str) -> str:
+    return {"timestamp": "a Unix time in seconds", "value": "a finite number"}.get(
+        field, "an integer")
+
+
+INPUT: tuple[Expectation, ...] = (
+    expect("column_values_to_be_in_set", "expected 7 comma-separated fields, found {}",
+           "fields", column="fields", value_set=[len(FIELDS)]),
+    *(expect("column_values_to_not_be_null", f"{f} is missing", column=f"raw_{f}")
+      for f in FIELDS),
+    # A field that is there but does not parse is null once parsed (NaN counts as null, as in
+    # pandas).
+    *(expect("column_values_to_not_be_null", f"{f} {{}} is not {_kind(f)}", f"raw_{f}",
+             column=_field_column(f)) for f in FIELDS),
+    expect("column_values_to_be_in_set", "property {} is neither 0 (work) nor 1 (load)",
+           "raw_property", column="property", value_set=[0, 1]),
+    expect("column_values_to_be_between", "value {} is negative or infinite", "raw_value",
+           column="value", min_value=0.0, max_value=sys.float_info.max),
+    expect("column_values_to_be_between",
+           "timestamp {} lies more than {distance} s from the file's median event time {median}",
+           "raw_timestamp", column="ts", min_value=_parameter("ts_min"),
+           max_value=_parameter("ts_max")),
+    expect("column_values_to_be_unique", "id {} appears more than once in the file", "raw_id",
+           column="id"),
+)
+
+
+def input_parameters(frame: pl.DataFrame, time_distance: float) -> dict:
+    """The suite parameters of one landed file: its timestamps' median ± ``time_distance``."""
+    median = frame.get_column("ts").drop_nulls().sort()
+    middle = median[(len(median) - 1) // 2] if len(median) else datetime(1970, 1, 1)
+    span = timedelta(seconds=time_distance)
+    return {"ts_min": middle - span, "ts_max": middle + span, "median": middle,
+            "distance": f"{time_distance:g}"}
+
+
+def results_suite(keys: tuple[str, ...] | None, counts: tuple[str, ...]) -> tuple[Expectation, ...]:
+    """The results suite of a query whose rows are unique on ``keys`` (``optimizer.keys``):
+    no NULL key, one row per group and window_end, no negative count."""
+    keys = keys or ("window_end",)
+    return (*(expect("column_values_to_not_be_null", column=k) for k in keys),
+            *([expect("compound_columns_to_be_unique", column_list=list(keys))]
+              if len(keys) > 1 else [expect("column_values_to_be_unique", column=keys[0])]),
+            *(expect("column_values_to_be_between", column=c, min_value=0) for c in counts))
+
+
+def violations(frame: pl.DataFrame, suite: tuple[Expectation, ...], parameters: dict
+               ) -> tuple[pl.Expr, pl.Expr]:
+    """The ``rule`` and ``reason`` of each row's first failed expectation (null for a row that
+    meets them all), as polars expressions over ``frame``: the suite's vectorised twin, which
+    must flag the rows Great Expectations flags (``tests/test_expectations.py`` compares them)."""
+    rule = pl.lit(None, pl.String)
+    for e in reversed(suite):
+        rule = pl.when(_failed(e, frame.schema, parameters)).then(pl.lit(e.rule)).otherwise(rule)
+    return rule, reasons(suite, parameters, rule)
+
+
+def reasons(suite: tuple[Expectation, ...], parameters: dict, rule: pl.Expr) -> pl.Expr:
+    """The quarantine's reason for each row, given the ``rule`` it failed (null for none)."""
+    reason = pl.lit(None, pl.String)
+    for e in suite:
+        template = e.reason.replace("{}", "\0").format_map(
+            {k: str(v) for k, v in parameters.items()}).replace("\0", "{}")
+        why = pl.format(template, pl.col(e.shown)) if "{}" in template else pl.lit(template)
+        reason = pl.when(rule == e.rule).then(why).otherwise(reason)
+    return reason
+
+
+def _failed(e: Expectation, schema: pl.Schema, parameters: dict) -> pl.Expr:
+    """Great Expectations' semantics in polars: column-map expectations skip null values (and
+    pandas counts NaN as null)."""
+    args = {k: parameters[v["$PARAMETER"]] if isinstance(v, dict) else v
+            for k, v in e.arguments.items()}
+    if "column_list" in args:
+        # Rows whose columns are all null are skipped (``ignore_row_if``'s default).
+        present = pl.any_horizontal(pl.col(c).is_not_null() for c in args["column_list"])
+        return present & pl.struct(args["column_list"]).is_duplicated()
+    column = pl.col(args["column"])
+    missing = column.is_null()
+    if schema[args["column"]].is_float():
+        missing = missing | column.is_nan()
+    if e.type == "expect_column_values_to_not_be_null":
+        return missing
+    if e.type == "expect_column_values_to_be_in_set":
+        return ~missing & ~column.is_in(args["value_set"])
+    if e.type == "expect_column_values_to_be_between":
+        low, high = args.get("min_value"), args.get("max_value")
+        inside = pl.lit(True)
+        if low is not None:
+            inside = inside & (column >= low)
+        if high is not None:
+            inside = inside & (column <= high)
+        return ~missing & ~inside
+    if e.type == "expect_column_values_to_be_unique":
+        return ~missing & column.is_duplicated()
+    raise NotImplementedError(f"no vectorised check for {e.type}: add one to rowstream/"
+                              "expectations.py")

@@ -1,0 +1,227 @@
+"""Great Expectations over landed files and result tables: the suites of
+``rowstream/expectations.py`` run by Great Expectations itself, in the micro-batch DAG and in
+``tandem validate``.
+
+* ``validate_landed`` runs the input suite over each landed file not validated yet, before Spark
+  reads it. A failing row goes to the landing quarantine (``tandem_log.quarantine``) with the
+  name of the first expectation it fails; the runs' own gateway quarantines the same rows with
+  the same names, by the suite's vectorised twin.
+* ``validate_results`` runs the results suite over a query's result table.
+
+Every expectation's outcome is kept in ``tandem_log.validations`` (the Tandem page shows it).
+Great Expectations takes about 0.4 s per 100,000 rows here, too slow for a 1-second micro-batch:
+``bench/validation_overhead.py`` measures both paths.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pandas as pd
+import polars as pl
+import pyarrow as pa
+
+from columnar.store import ColumnarStore, schema_name
+from optimizer.catalog import DEFAULT_TIME_DISTANCE
+from optimizer.errors import TandemError
+from rowstream.expectations import (
+    INPUT,
+    Expectation,
+    input_parameters,
+    reasons,
+    results_suite,
+)
+from rowstream.landing import STREAM, landed_files, landed_frame, unreadable
+
+INPUT_SUITE, RESULTS_SUITE = "tandem_input", "tandem_results"
+VALIDATIONS, QUARANTINE = "validations", "quarantine"  # tables of the store's tandem_log
+
+
+class MissingResults(TandemError):
+    pass
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One expectation's verdict on one frame."""
+
+    rule: str
+    checked: int
+    failed: list[int]  # row positions
+
+    @property
+    def success(self) -> bool:
+        return not self.failed
+
+
+@dataclass(frozen=True)
+class FileValidation:
+    file: str
+    rows: int
+    quarantined: int
+    by_rule: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ResultsValidation:
+    table: str
+    rows: int
+    problems: list[str]
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+
+@functools.cache
+def _context():
+    """One ephemeral Great Expectations context per process, with a pandas data source whose
+    batches are whole DataFrames."""
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    for name in ("great_expectations", "great_expectations.core", "py.warnings"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    batches = (context.data_sources.add_pandas("tandem").add_dataframe_asset("frame")
+               .add_batch_definition_whole_dataframe("whole"))
+    return gx, batches
+
+
+def gx_suite(name: str, suite: tuple[Expectation, ...]):
+    """The Great Expectations suite of ``suite``'s expectations."""
+    gx, _ = _context()
+    camel = {e.type: "".join(w.title() for w in e.type.split("_")) for e in suite}
+    return gx.ExpectationSuite(name=name, expectations=[
+        getattr(gx.expectations, camel[e.type])(**e.arguments) for e in suite])
+
+
+def run_suite(name: str, suite: tuple[Expectation, ...], frame: pl.DataFrame,
+              parameters: dict | None = None) -> list[Outcome]:
+    """Validate ``frame`` with Great Expectations; one outcome per expectation, in suite order."""
+    _, batches = _context()
+    batch = batches.get_batch(batch_parameters={"dataframe": _pandas(frame)})
+    result = batch.validate(gx_suite(name, suite), expectation_parameters=parameters or {},
+                            result_format={"result_format": "COMPLETE"})
+    # Great Expectations reports in an order of its own: match results to the suite by rule.
+    by_rule = {}
+    for r in result.results:
+        config = r.expectation_config
+        columns = config.kwargs.get("column") or ", ".join(config.kwargs.get("column_list", ()))
+        by_rule[f"{config.type}({columns})"] = r
+    outcomes = []
+    for e in suite:
+        r = by_rule[e.rule]
+        if r.exception_info.get("raised_exception"):
+            raise TandemError(f"Great Expectations could not check {e.rule}: "
+                              f"{r.exception_info.get('exception_message')}")
+        outcomes.append(Outcome(e.rule, r.result.get("element_count", frame.height),
+                                list(r.result.get("unexpected_index_list") or [])))
+    return outcomes
+
+
+def _pandas(frame: pl.DataFrame) -> pd.DataFrame:
+    """pandas with nullable integers (a float64 column would round large ids) and microsecond
+    timestamps (nanoseconds end in 2262)."""
+    nullable = {pa.int64(): pd.Int64Dtype(), pa.int32(): pd.Int32Dtype()}
+    return frame.to_arrow().to_pandas(types_mapper=nullable.get,
+                                      coerce_temporal_nanoseconds=False)
+
+
+def first_failures(outcomes: list[Outcome], rows: int) -> pl.Series:
+    """Each row's first failed expectation, in suite order (null for none)."""
+    rule: list[str | None] = [None] * rows
+    for outcome in reversed(outcomes):
+        for i in outcome.failed:
+            rule[i] = outcome.rule
+    return pl.Series("rule", rule, pl.String)
+
+
+def validate_file(path: Path, time_distance: float = DEFAULT_TIME_DISTANCE
+                  ) -> tuple[pl.DataFrame, list[Outcome]]:
+    """The input suite over one landed file: its rows with ``rule`` and ``reason`` (null for a
+    good row), as the gateway gives them, and each expectation's outcome."""
+    try:
+        frame = landed_frame(path)
+    except Exception as err:
+        rows = unreadable(path, err)
+        return rows, [Outcome(rows["rule"][0], 1, [0])]
+    parameters = input_parameters(frame, time_distance)
+    outcomes = run_suite(INPUT_SUITE, INPUT, frame, {k: parameters[k] for k in ("ts_min", "ts_max")})
+    rule = first_failures(outcomes, frame.height)
+    rows = frame.with_columns(rule).with_columns(
+        reasons(INPUT, parameters, pl.col("rule")).alias("reason"))
+    return rows.select(*STREAM, "reason", "rule", "origin"), outcomes
+
+
+def validate_landed(directory: str | Path, store: str | Path,
+                    time_distance: float = DEFAULT_TIME_DISTANCE, *, again: bool = False,
+                    on_file=None) -> list[FileValidation]:
+    """Validate the files in ``directory`` that were not validated yet (all with ``again``):
+    their failing rows go to ``tandem_log.quarantine``, every outcome to
+    ``tandem_log.validations``."""
+    directory = Path(directory).resolve()
+    if not directory.is_dir():
+        raise TandemError(f"--landing {directory}: no such directory")
+    columnar = ColumnarStore(store)
+    try:
+        done = set() if again else columnar.logged_targets(VALIDATIONS, INPUT_SUITE)
+        files = [directory / f for f in landed_files(directory)
+                 if str(directory / f) not in done]
+        report = []
+        for path in files:
+            rows, outcomes = validate_file(path, time_distance)
+            bad = rows.filter(pl.col("rule").is_not_null())
+            columnar.replace_logged(QUARANTINE, str(path), bad.with_columns(
+                pl.lit(str(path)).alias("target")).to_arrow())
+            _log(columnar, INPUT_SUITE, str(path), outcomes)
+            counts = dict(bad.group_by("rule").len().iter_rows())
+            report.append(FileValidation(path.name, rows.height, bad.height, counts))
+            if on_file:
+                on_file(report[-1])
+        return report
+    finally:
+        columnar.close()
+
+
+def validate_results(query: str, store: str | Path, *, name: str | None = None,
+                     catalog: str | None = None) -> ResultsValidation:
+    """The results suite over the result table of ``query`` (of its runs called ``name``, by
+    default the query's own name): its keys come from the query's logical plan."""
+    from optimizer import load_catalog
+    from optimizer.frontend import parse_query
+    from optimizer.keys import count_columns, result_keys
+    from tandem import settings
+
+    query_file = settings.query_path(query)
+    root = parse_query(query_file.read_text(),
+                       load_catalog(settings.catalog_path(query_file, catalog)))
+    suite = results_suite(result_keys(root), count_columns(root))
+    name = name or query_file.stem
+    table = f"{schema_name(name)}.results"
+    if not Path(store).is_file():
+        raise MissingResults(f"no DuckDB file at {store}: run {name} first")
+    columnar = ColumnarStore(store)
+    try:
+        if not columnar.has_results(name):
+            raise MissingResults(f"{table} not found in {store}: run {name} first")
+        rows = pl.from_arrow(columnar.results(name))
+        outcomes = run_suite(RESULTS_SUITE, suite, rows)
+        _log(columnar, RESULTS_SUITE, table, outcomes)
+    finally:
+        columnar.close()
+    return ResultsValidation(table, rows.height, [f"{len(o.failed):,} rows fail {o.rule}"
+                                                  for o in outcomes if not o.success])
+
+
+def _log(columnar: ColumnarStore, suite: str, target: str, outcomes: list[Outcome]) -> None:
+    now = datetime.now(UTC).replace(tzinfo=None)
+    columnar.replace_logged(VALIDATIONS, target, pa.Table.from_pylist([
+        {"validated_at": now, "suite": suite, "target": target, "expectation": o.rule,
+         "checked": o.checked, "unexpected": len(o.failed), "success": o.success}
+        for o in outcomes]))

@@ -1,0 +1,94 @@
+"""A landing directory with every class of bad input planted in a generated stream, and what
+each planted line must become: the input suite's rule it fails (or ``late``, ``unreadable``).
+Each planted line has an id of its own, so that the test knows every bad row by construction,
+not by asking the code under test."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tandem.workload import SmartPlugs
+
+NOT_NULL = "expect_column_values_to_not_be_null"
+
+
+@dataclass(frozen=True)
+class Planted:
+    """The planted landing directory: the good rows (the generated stream less the rows that
+    planted lines spoil), the expected rule per origin, and the lines read."""
+
+    good: pl.DataFrame
+    rules: dict[str, str]  # origin -> rule
+    rows_read: int  # lines of the files read, and one per unreadable file
+
+
+def plant(landing: Path, plugs: SmartPlugs, duration: float, file_seconds: float) -> Planted:
+    """Generate ``duration`` seconds into ``landing`` and plant the bad lines: the second and
+    third files get them (the first sets the stream's high-water mark for the late line)."""
+    files = plugs.write_csv(landing, duration, file_seconds=file_seconds)
+    stream = pl.from_arrow(plugs.between(0, duration))
+    second, third = files[1], files[2]
+    t = second.read_text().splitlines()[1].split(",")[1]  # a timestamp of the file
+    ts = int(float(t))
+    late_ts = plugs.start + file_seconds - 30  # 30 s behind the first file's last readings
+    day = 86_400
+    planted = {  # line -> rule (ids from 9,000,000 on are the planted lines')
+        "9000001,2,3": "expect_column_values_to_be_in_set(fields)",
+        "9000002,,12.5,1,1,0,0": f"{NOT_NULL}(raw_timestamp)",
+        f"9000003,{ts},12.5,1,,0,0": f"{NOT_NULL}(raw_plug_id)",
+        f"9000004,{ts},12.5,1,x,0,0": f"{NOT_NULL}(plug_id)",
+        f"9000005,{ts},abc,1,1,0,0": f"{NOT_NULL}(value)",
+        f"9000006,{ts},nan,1,1,0,0": f"{NOT_NULL}(value)",
+        f"\udcff9000007,{ts},12.5,1,1,0,0": f"{NOT_NULL}(id)",
+        f"9000008,{ts},12.5,2,1,0,0": "expect_column_values_to_be_in_set(property)",
+        f"9000009,{ts},-1.5,1,1,0,0": "expect_column_values_to_be_between(value)",
+        f"9000010,{ts},inf,1,1,0,0": "expect_column_values_to_be_between(value)",
+        "9000011,1,12.5,1,1,0,0": "expect_column_values_to_be_between(ts)",
+        f"9000012,{ts + 10 * day},12.5,1,1,0,0": "expect_column_values_to_be_between(ts)",
+        f"9000013,{late_ts},12.5,1,1,0,0": "late",
+        f"9000014,{ts}.123456789,12.5,1,1,0,0": None,  # valid: truncated to microseconds
+    }
+    lines = second.read_text().splitlines()
+    duplicated = lines[5].split(",")[0]  # an id the file already has, landed twice
+    planted[f"{duplicated},{ts},1.0,1,1,0,0"] = "expect_column_values_to_be_unique(id)"
+    body = [line.encode("utf-8", "surrogateescape") for line in planted]
+    raw = b"\n".join([lines[0].encode(), *body, *(x.encode() for x in lines[1:])]) + b"\n"
+    second.write_bytes(raw)
+    rules = {f"{second.name}:{i}": rule for i, rule in enumerate(planted.values(), start=2)
+             if rule is not None}
+    rules[f"{second.name}:{2 + len(planted) + 4}"] = "expect_column_values_to_be_unique(id)"
+
+    # A file cut short in its last line (a writer that died without the landing protocol).
+    text = third.read_text()
+    third.write_text(text[:text.rstrip("\n").rfind(",", 0, len(text) - 12)])
+    cut = text.splitlines()
+    rules[f"{third.name}:{len(cut)}"] = "expect_column_values_to_be_in_set(fields)"
+    # A Parquet file whose footer is gone, and a file still being written (never read).
+    broken = landing / f"{third.stem}-x.parquet"
+    pq.write_table(pa.table({"id": [1]}), broken)
+    broken.write_bytes(broken.read_bytes()[:-9])
+    rules[broken.name] = "unreadable"
+    (landing / f"{files[-1].stem}-z.csv.part").write_text(lines[0] + "\n1,2,3\n")
+
+    spoiled = {int(duplicated), int(cut[-1].split(",")[0])}
+    good = stream.filter(~pl.col("id").is_in(list(spoiled)))
+    good = pl.concat([good, _line(planted, "9000014", stream.schema)])
+    read = sum(len(f.read_bytes().splitlines()) - 1 for f in files) + 1
+    return Planted(good, rules, read)
+
+
+def _line(planted: dict, id_: str, schema) -> pl.DataFrame:
+    """The planted line that is valid, as a row of the stream."""
+    fields = next(line for line in planted if line.startswith(id_)).split(",")
+    seconds, fraction = fields[1].split(".")
+    micros = int(seconds) * 1_000_000 + int(fraction[:6])
+    row = {"id": int(fields[0]), "ts": micros, "value": float(fields[2]),
+           "property": int(fields[3]), "plug_id": int(fields[4]), "household_id": int(fields[5]),
+           "house_id": int(fields[6])}
+    return pl.DataFrame([row]).with_columns(
+        pl.col("ts").cast(pl.Datetime("us"))).cast(dict(schema))

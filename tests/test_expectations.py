@@ -1,0 +1,101 @@
+"""The suites of rowstream/expectations.py: Great Expectations itself and the gateway's vectorised
+twin flag the same rows of every class of bad input, the results suite finds planted problems in
+result rows, and validating the landing directory keeps each file's verdict once."""
+
+from __future__ import annotations
+
+import duckdb
+import polars as pl
+import pytest
+
+from optimizer import optimize
+from optimizer.keys import count_columns, result_keys
+from rowstream.expectations import results_suite
+from rowstream.landing import landed_files, read_landed
+from tandem import reference
+from tandem.validation import (
+    RESULTS_SUITE,
+    first_failures,
+    run_suite,
+    validate_file,
+    validate_landed,
+)
+from tandem.workload import SmartPlugs
+from tests.bad_input import plant
+from tests.conftest import query_sql
+
+TOPOLOGY = dict(houses=2, households_per_house=2, plugs=6)
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    landing = tmp_path_factory.mktemp("landing")
+    return landing, plant(landing, SmartPlugs(rate=3, **TOPOLOGY), 200, 50)
+
+
+def test_great_expectations_and_the_gateway_flag_the_same_rows(planted):
+    landing, expected = planted
+    flagged = {}
+    for name in landed_files(landing):
+        by_gx, _ = validate_file(landing / name)
+        by_gateway = read_landed(landing / name)
+        assert by_gx.select("origin", "rule", "reason").equals(
+            by_gateway.select("origin", "rule", "reason"))
+        flagged |= dict(by_gx.filter(pl.col("rule").is_not_null())
+                        .select("origin", "rule").iter_rows())
+    # Lateness depends on the stream before the file: the gateway marks it, not the suite.
+    assert flagged == {o: r for o, r in expected.rules.items() if r != "late"}
+
+
+def test_every_class_is_planted(planted):
+    _, expected = planted
+    classes = {rule.split("(")[0] for rule in expected.rules.values()}
+    assert classes == {"expect_column_values_to_be_in_set", "expect_column_values_to_not_be_null",
+                       "expect_column_values_to_be_between", "expect_column_values_to_be_unique",
+                       "late", "unreadable"}
+
+
+def test_the_landing_quarantine_keeps_each_file_once(planted, tmp_path):
+    landing, expected = planted
+    store = tmp_path / "tandem.duckdb"
+    first = validate_landed(landing, store)
+    assert [f.file for f in first] == landed_files(landing)
+    assert validate_landed(landing, store) == []  # nothing new
+    again = validate_landed(landing, store, again=True)
+    assert again == first
+    con = duckdb.connect(str(store), read_only=True)
+    quarantined = dict(con.sql("SELECT origin, rule FROM tandem_log.quarantine").fetchall())
+    failed = con.sql("SELECT sum(unexpected) FROM tandem_log.validations "
+                     "WHERE expectation LIKE 'expect_column_values_to_be_unique%'").fetchall()[0][0]
+    con.close()
+    assert quarantined == {o: r for o, r in expected.rules.items() if r != "late"}
+    assert failed == 2  # both rows of the duplicated id
+
+
+def test_result_keys_come_from_the_plans(catalog, profile):
+    plug = ("house_id", "household_id", "plug_id", "window_end")
+    keys = {q: result_keys(optimize(query_sql(q), catalog, profile).logical.root)
+            for q in ("q1", "q2", "q3", "q4", "q5", "q6")}
+    assert keys == {"q1": plug, "q2": plug, "q3": plug, "q4": plug, "q6": plug,
+                    "q5": ("house_id", "household_id", "window_end")}
+    assert count_columns(optimize(query_sql("q1"), catalog, profile).logical.root) == (
+        "high_loads",)
+
+
+def test_the_results_suite_passes_the_reference_and_finds_planted_problems(catalog, profile):
+    root = optimize(query_sql("q1"), catalog, profile).logical.root
+    stream = pl.from_arrow(SmartPlugs(rate=3, **TOPOLOGY).between(0, 400))
+    rows = reference.Evaluator({"plugs": stream}).result(root).select(root.columns)
+    suite = results_suite(result_keys(root), count_columns(root))
+    assert all(o.success for o in run_suite(RESULTS_SUITE, suite, rows))
+
+    spoiled = rows.head(3).with_columns(
+        pl.Series("plug_id", [None, *rows["plug_id"][1:3]], pl.Int32),
+        pl.Series("high_loads", [1, -2, 1], pl.Int64))
+    failed = first_failures(run_suite(RESULTS_SUITE, suite, spoiled), 3)
+    assert failed.to_list() == ["expect_column_values_to_not_be_null(plug_id)",
+                                "expect_column_values_to_be_between(high_loads)", None]
+    duplicated = pl.concat([rows.head(2), rows.head(1)])
+    failed = first_failures(run_suite(RESULTS_SUITE, suite, duplicated), 3).to_list()
+    assert failed == [f"expect_compound_columns_to_be_unique({', '.join(result_keys(root))})",
+                      None, f"expect_compound_columns_to_be_unique({', '.join(result_keys(root))})"]
