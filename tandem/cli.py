@@ -132,7 +132,7 @@ def run_command(
     source: Annotated[str, typer.Option(help="'generator' or a directory of DEBS 2014 CSV files.")] = "generator",
     catalog: Catalog = None,
     profile: Profile = None,
-    store: Annotated[str, typer.Option(help="The DuckDB file.")] = ".tandem/tandem.duckdb",
+    store: Annotated[str | None, typer.Option(help="The DuckDB file (default: tandem.duckdb in TANDEM_STATE, else .tandem).")] = None,
     resume: Annotated[bool, typer.Option(help="Continue from the checkpoint of an earlier run.")] = False,
     spark_design: Annotated[str, typer.Option(help="How a pure-Spark plan runs: built-in, panes or buckets (docs/execution.md).")] = "built-in",
     lateness: Lateness = None,
@@ -140,8 +140,9 @@ def run_command(
 ) -> None:
     """Optimise QUERY (unless --placement forces a plan), deploy it on Spark and DuckDB, run it."""
     from tandem.run import by_rule, run  # imports Spark: only for the commands that run it
-    from tandem.settings import spark_log_path
+    from tandem.settings import spark_log_path, store_path
 
+    store = store or str(store_path())
     with user_errors(query):
         plan = explain(query, rate=rate, catalog=catalog, profile=profile, placement=placement)
     placed = ", ".join(f"{op}={engine}" for op, engine in plan.optimization.plan.placement.items())

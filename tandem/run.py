@@ -181,9 +181,11 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
             if handle.exception() or bridge.failure:
                 cause = bridge.failure or handle.exception()
                 first_line = (str(cause).strip().splitlines() or [""])[0]
-                raise TandemError(f"the Spark query failed: {type(cause).__name__}: {first_line} "
-                                  f"(details in {spark_log_path(store)}; `--resume` continues "
-                                  "from the last checkpoint)")
+                full = "No space left on device" in str(cause)
+                raise TandemError(f"{'a disk is full' if full else 'the Spark query failed'}: "
+                                  f"{type(cause).__name__}: {first_line} (details in "
+                                  f"{spark_log_path(store)}; {'free space, then ' if full else ''}"
+                                  "`--resume` continues from the last checkpoint)")
         except Py4JError as err:
             if isinstance(err, Py4JJavaError) or jvm_alive(spark):
                 raise

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -7,6 +8,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from optimizer import load_catalog, load_profile
@@ -23,6 +25,28 @@ def catalog():
 @pytest.fixture(scope="session")
 def profile():
     return load_profile()
+
+
+@pytest.fixture
+def reliability(request):
+    """Records what a reliability test measured, as a JSON line in ``TANDEM_RELIABILITY_LOG``
+    when it is set (``bench/reliability.py`` sums them into bench/results/reliability.*)."""
+    log = os.environ.get("TANDEM_RELIABILITY_LOG")
+
+    def record(kind: str, **figures) -> None:
+        if log:
+            with open(log, "a") as out:
+                out.write(json.dumps({"kind": kind, "test": request.node.nodeid, **figures},
+                                     default=str) + "\n")
+    return record
+
+
+def lost_and_duplicated(got: pl.DataFrame, want: pl.DataFrame) -> tuple[int, int]:
+    """Result rows of ``want`` whose key (the columns that are not floats) ``got`` lacks, and
+    rows of ``got`` whose key appears more than once: what the reliability report counts."""
+    keys = [c for c, t in want.schema.items() if not t.is_float()]
+    lost = want.select(keys).join(got.select(keys), on=keys, how="anti", nulls_equal=True).height
+    return lost, got.height - got.select(keys).unique().height
 
 
 def query_sql(name: str) -> str:

@@ -18,6 +18,7 @@ from columnar.store import ColumnarStore
 from tandem.disorder import Disorder
 from tandem.verify import SMALL
 from tandem.workload import SmartPlugs
+from tests.conftest import lost_and_duplicated
 from tests.test_reference import assert_same_rows
 
 pytestmark = pytest.mark.integration
@@ -51,6 +52,16 @@ def contents(store: Path, schema: str) -> tuple[pl.DataFrame, pl.DataFrame]:
     finally:
         columnar.close()
     return results.sort(results.columns), quarantine.sort(quarantine.columns)
+
+
+def losses(got: tuple[pl.DataFrame, pl.DataFrame], want: tuple[pl.DataFrame, pl.DataFrame]
+           ) -> dict:
+    """Result and quarantine rows lost or duplicated, against the uninterrupted run."""
+    lost, duplicated = lost_and_duplicated(got[0], want[0])
+    quarantine_lost, quarantine_duplicated = lost_and_duplicated(got[1], want[1])
+    return {"rows_lost": lost + quarantine_lost,
+            "rows_duplicated": duplicated + quarantine_duplicated, "result_rows": got[0].height,
+            "rows_quarantined": got[1].height}
 
 
 def assert_same(got: tuple[pl.DataFrame, pl.DataFrame], want: tuple[pl.DataFrame, pl.DataFrame]):
@@ -90,14 +101,17 @@ def where(point: str, landing: list[Path]) -> str:
 
 @pytest.mark.parametrize("point", list(POINTS))
 def test_a_run_killed_at_a_crash_point_resumes_exactly_once(tmp_path, landing, uninterrupted,
-                                                            point):
+                                                            reliability, point):
     store = tmp_path / "t.duckdb"
     killed = tandem(*run_args(landing, store), crash=f"{point}:{where(point, landing)}")
     assert killed.returncode == -signal.SIGKILL, (
         f"the run did not reach the crash point ({POINTS[point]}): {killed.stderr[-2000:]}")
     resumed = tandem(*run_args(landing, store), "--resume")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert_same(contents(store, "q_q5"), uninterrupted)
+    got = contents(store, "q_q5")
+    reliability("kill_point", command="tandem run", point=point,
+                **losses(got, uninterrupted))
+    assert_same(got, uninterrupted)
 
 
 def land(landing: list[Path], target: Path, files: slice) -> None:
@@ -135,7 +149,9 @@ def last_batch(state: Path) -> int:
 
 
 @pytest.mark.parametrize("point", ["file-read", "duckdb-write"])
-def test_a_killed_microbatch_run_resumes_exactly_once(tmp_path, landing, point):
+def test_a_killed_microbatch_run_resumes_exactly_once(tmp_path, landing, reliability, point):
     want = microbatches(landing, tmp_path / "whole")
     assert want[0].height > 0
-    assert_same(microbatches(landing, tmp_path / "crashed", point), want)
+    got = microbatches(landing, tmp_path / "crashed", point)
+    reliability("kill_point", command="tandem microbatch", point=point, **losses(got, want))
+    assert_same(got, want)

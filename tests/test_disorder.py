@@ -19,8 +19,8 @@ from tandem import reference
 from tandem.disorder import Disorder, out_of_order
 from tandem.verify import SMALL, placements
 from tandem.workload import SmartPlugs
-from tests.conftest import query_sql
-from tests.test_reference import assert_same_rows
+from tests.conftest import lost_and_duplicated, query_sql
+from tests.test_reference import assert_same_rows, same_rows
 
 US = 1_000_000
 
@@ -91,7 +91,7 @@ def landing(tmp_path_factory):
 @pytest.mark.integration
 @pytest.mark.parametrize("name, placement", CASES)
 def test_every_placement_is_exact_over_a_disordered_stream(tmp_path, landing, catalog, profile,
-                                                           name, placement):
+                                                           reliability, name, placement):
     """With L above the largest delay nothing is late and the rows are the reference's; with a
     smaller L every reading is processed or quarantined as late, and the rows are the
     reference's over the readings that were not late. The two runs share the Spark session."""
@@ -128,4 +128,9 @@ def test_every_placement_is_exact_over_a_disordered_stream(tmp_path, landing, ca
         want = reference.Evaluator({"plugs": on_time}).result(root).filter(
             pl.col("window_end") <= bound)
         assert want.height > 0
-        assert_same_rows(got.select(root.columns), want)
+        got = got.select(root.columns)
+        lost, duplicated = lost_and_duplicated(got, want)
+        reliability("disorder", query=name, placement=placement, lateness=lateness,
+                    readings=readings.height, late=summary.late, rows_lost=lost,
+                    rows_duplicated=duplicated, exact=same_rows(got, want))
+        assert_same_rows(got, want)

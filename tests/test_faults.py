@@ -3,9 +3,13 @@ resumed run has lost nothing."""
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -20,7 +24,7 @@ from tandem import reference
 from tandem.run import run
 from tandem.verify import SMALL
 from tandem.workload import SmartPlugs
-from tests.conftest import query_sql
+from tests.conftest import lost_and_duplicated, query_sql
 from tests.test_reference import assert_same_rows
 
 pytestmark = pytest.mark.integration
@@ -35,18 +39,22 @@ def q5(tmp_path, **kwargs):
                topology=SMALL, store=tmp_path / "t.duckdb", **kwargs)
 
 
-def assert_reference_rows(store, catalog, profile):
+def assert_reference_rows(store, catalog, profile, reliability, fault: str):
     root = optimize(query_sql("q5"), catalog, profile).logical.root
     stream = {"plugs": pl.from_arrow(SmartPlugs(rate=RATE, **SMALL).between(0, DURATION))}
     columnar = ColumnarStore(store)
     try:
-        got = pl.from_arrow(columnar.results("q5"))
+        got = pl.from_arrow(columnar.results("q5")).select(root.columns)
     finally:
         columnar.close()
-    assert_same_rows(got.select(root.columns), reference.evaluate(root, stream))
+    want = reference.evaluate(root, stream)
+    lost, duplicated = lost_and_duplicated(got, want)
+    reliability("fault", fault=fault, rows_lost=lost, rows_duplicated=duplicated,
+                result_rows=got.height)
+    assert_same_rows(got, want)
 
 
-def test_a_store_locked_by_another_process(tmp_path, catalog, profile):
+def test_a_store_locked_by_another_process(tmp_path, catalog, profile, reliability):
     q5(tmp_path, stop_after=3)
     holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys\n"
                                f"con = duckdb.connect({str(tmp_path / 't.duckdb')!r})\n"
@@ -62,32 +70,93 @@ def test_a_store_locked_by_another_process(tmp_path, catalog, profile):
     finally:
         holder.communicate("")
     q5(tmp_path, resume=True)
-    assert_reference_rows(tmp_path / "t.duckdb", catalog, profile)
+    assert_reference_rows(tmp_path / "t.duckdb", catalog, profile, reliability,
+                          "the DuckDB file locked by another process")
 
 
-def test_the_spark_jvm_dying_mid_run(tmp_path, catalog, profile):
-    landing = tmp_path / "landing"
-    SmartPlugs(rate=RATE, **SMALL).write_csv(landing, DURATION, file_seconds=BATCH)
-    # In a process of its own: the JVM of this test session lives on.
-    args = [sys.executable, "-m", "tandem.cli", "run", "q5", "--placement", PLACEMENT,
-            "--source", str(landing), "--store", str(tmp_path / "t.duckdb")]
+def run_landing(landing: Path, store: Path, *args: str, crash: str | None = None):
+    """``tandem run`` of Q5 over ``landing`` in a process of its own (the JVM of this test
+    session lives on)."""
     env = {k: v for k, v in os.environ.items() if k != VARIABLE}
-    died = subprocess.run(args, env={**env, VARIABLE: f"{JVM}:3"}, capture_output=True,
-                          text=True, timeout=600, cwd=ROOT)
-    assert died.returncode == 2, died.stderr[-2000:]
-    lines = died.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Spark's JVM stopped during the run" in lines[0], died.stderr
-    resumed = subprocess.run([*args, "--resume"], env=env, capture_output=True, text=True,
-                             timeout=600, cwd=ROOT)
+    if crash:
+        env[VARIABLE] = crash
+    return subprocess.run([sys.executable, "-m", "tandem.cli", "run", "q5", "--placement",
+                           PLACEMENT, "--source", str(landing), "--store", str(store), *args],
+                          env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
+
+
+def assert_resumed_exactly(landing: Path, store: Path, catalog, profile, reliability,
+                           fault: str) -> None:
+    resumed = run_landing(landing, store, "--resume")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     # A landing directory is evaluated up to its watermark: the last event less 5 s.
     root = optimize(query_sql("q5"), catalog, profile).logical.root
     stream = pl.from_arrow(SmartPlugs(rate=RATE, **SMALL).between(0, DURATION))
     want = reference.evaluate(root, {"plugs": stream}).filter(
         pl.col("window_end") <= stream["ts"].max() - timedelta(seconds=5))
-    columnar = ColumnarStore(tmp_path / "t.duckdb")
+    columnar = ColumnarStore(store)
     try:
-        got = pl.from_arrow(columnar.results("q5"))
+        got = pl.from_arrow(columnar.results("q5")).select(root.columns)
     finally:
         columnar.close()
-    assert_same_rows(got.select(root.columns), want)
+    lost, duplicated = lost_and_duplicated(got, want)
+    reliability("fault", fault=fault, rows_lost=lost, rows_duplicated=duplicated,
+                result_rows=got.height)
+    assert_same_rows(got, want)
+
+
+def assert_one_line(failed: subprocess.CompletedProcess, words: str) -> None:
+    assert failed.returncode == 2, failed.stderr[-2000:]
+    lines = failed.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], failed.stderr
+
+
+def test_the_spark_jvm_dying_mid_run(tmp_path, catalog, profile, reliability):
+    landing = tmp_path / "landing"
+    SmartPlugs(rate=RATE, **SMALL).write_csv(landing, DURATION, file_seconds=BATCH)
+    died = run_landing(landing, tmp_path / "t.duckdb", crash=f"{JVM}:3")
+    assert_one_line(died, "Spark's JVM stopped during the run")
+    assert_resumed_exactly(landing, tmp_path / "t.duckdb", catalog, profile, reliability,
+                           "the Spark JVM dies")
+
+
+@pytest.fixture
+def small_disk(tmp_path) -> Iterator[Path]:
+    """A 64 MB file system of its own (tmpfs, mounted as root)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a size-limited tmpfs needs root")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(disk)], check=True)
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=True)
+
+
+def fill_after(commit: Path, filler: Path) -> None:
+    """Once Spark committed ``commit``, take the rest of the disk."""
+    deadline = time.monotonic() + 300
+    while not commit.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with open(filler, "wb") as out:
+        try:
+            while True:
+                out.write(b"\0" * 2**20)
+        except OSError as full:
+            assert full.errno == errno.ENOSPC
+
+
+def test_a_full_disk(tmp_path, small_disk, catalog, profile, reliability):
+    landing = tmp_path / "landing"
+    SmartPlugs(rate=RATE, **SMALL).write_csv(landing, DURATION, file_seconds=BATCH)
+    store = small_disk / "t.duckdb"
+    filler = small_disk / "filler"
+    fill = threading.Thread(target=fill_after, args=(
+        small_disk / "checkpoints" / "t" / "q5" / "commits" / "2", filler))
+    fill.start()
+    full = run_landing(landing, store)
+    fill.join()
+    assert_one_line(full, "a disk is full")
+    filler.unlink()  # the cause is removed
+    assert_resumed_exactly(landing, store, catalog, profile, reliability, "a full disk")

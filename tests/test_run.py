@@ -3,8 +3,6 @@ reference evaluator's rows, also when a run is stopped and restarted from its ch
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import polars as pl
 import pytest
 
@@ -101,35 +99,6 @@ def test_spark_operators_after_a_db_op_get_duckdb_rows_back(tmp_path, truth, cat
                      truth.result(root))
     # Both aggregates' rows went back to Spark: one row per plug and window, twice.
     assert summary.transfers.to_spark_tuples == 2 * truth.result(root).height
-
-
-@pytest.mark.parametrize("placement", ["duckdb", "spark"])
-def test_a_landing_directory_quarantines_bad_lines(tmp_path, truth, catalog, profile, placement):
-    landing = tmp_path / "landing"
-    files = SmartPlugs(rate=RATE, **TOPOLOGY).write_csv(landing, DURATION, file_seconds=50)
-    lines = files[1].read_text().splitlines()
-    lines[1:1] = ["1,2,3", "7,1377986455,12.5,1,x,0,0", "8,1377986455,12.5,2,1,0,0"]
-    files[1].write_text("\n".join(lines) + "\n")
-    summary = run_small("q5", tmp_path, placement=placement, source=str(landing))
-    root = optimize(query_sql("q5"), catalog, profile).logical.root
-    # A directory has no end: windows complete as far as its watermark, the last event less the
-    # allowed lateness (the catalog's 5 s).
-    last_event = truth.streams["plugs"]["ts"].max()
-    want = truth.result(root).filter(pl.col("window_end") <= last_event - timedelta(seconds=5))
-    assert summary.tuples == RATE * DURATION and summary.quarantined == 3
-    assert_same_rows(results(tmp_path / "tandem.duckdb", "q5").select(root.columns), want)
-    store = ColumnarStore(tmp_path / "tandem.duckdb")
-    reasons = store.con.sql(
-        "SELECT origin, rule, reason FROM q_q5.quarantine ORDER BY origin").fetchall()
-    store.close()
-    name = files[1].name
-    assert reasons == [
-        (f"{name}:2", "expect_column_values_to_be_in_set(fields)",
-         "expected 7 comma-separated fields, found 3"),
-        (f"{name}:3", "expect_column_values_to_not_be_null(plug_id)",
-         "plug_id x is not an integer"),
-        (f"{name}:4", "expect_column_values_to_be_in_set(property)",
-         "property 2 is neither 0 (work) nor 1 (load)")]
 
 
 @pytest.mark.parametrize("design, name", [("panes", q) for q in ("q2", "q3", "q5")]

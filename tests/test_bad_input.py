@@ -1,0 +1,67 @@
+"""Every class of bad input through a run (tests/bad_input.py plants them): each bad line is
+quarantined with its rule, exact counts add up (good rows + quarantined rows = rows read), and
+the results are the reference's over the good rows, under pure-Spark, pure-DuckDB and the
+optimiser's plan."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import timedelta
+
+import polars as pl
+import pytest
+
+from columnar.store import ColumnarStore
+from optimizer import optimize
+from tandem import reference
+from tandem.run import run
+from tandem.workload import SmartPlugs
+from tests.bad_input import plant
+from tests.conftest import lost_and_duplicated, query_sql
+from tests.test_reference import assert_same_rows
+
+pytestmark = pytest.mark.integration
+
+TOPOLOGY = dict(houses=2, households_per_house=2, plugs=6)
+RATE, DURATION, FILE_SECONDS, LATENESS = 3, 400, 50, 5.0
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    landing = tmp_path_factory.mktemp("landing")
+    return landing, plant(landing, SmartPlugs(rate=RATE, **TOPOLOGY), DURATION, FILE_SECONDS)
+
+
+@pytest.mark.parametrize("name, placement", [("q5", "spark"), ("q5", "duckdb"), ("q5", "auto"),
+                                             ("q1", "auto")])
+def test_bad_input_is_quarantined_and_the_rest_is_exact(tmp_path, planted, catalog, profile,
+                                                        reliability, name, placement):
+    landing, expected = planted
+    summary = run(name, placement=placement, source=str(landing), lateness=LATENESS,
+                  store=tmp_path / "tandem.duckdb", checkpoint=tmp_path / "checkpoint")
+    store = ColumnarStore(tmp_path / "tandem.duckdb")
+    try:
+        got = pl.from_arrow(store.results(name))
+        quarantined = dict(store.con.sql(
+            f"SELECT origin, rule FROM q_{name}.quarantine").fetchall())
+        reasons = dict(store.con.sql(f"SELECT rule, any_value(reason) FROM q_{name}.quarantine "
+                                     "GROUP BY rule").fetchall())
+    finally:
+        store.close()
+    assert summary.tuples + summary.quarantined == expected.rows_read
+    assert summary.tuples == expected.good.height
+    assert quarantined == expected.rules and summary.rules == Counter(expected.rules.values())
+    assert all(reasons.values())
+    root = optimize(query_sql(name), catalog, profile).logical.root
+    # A directory has no end: windows complete as far as its watermark, the last event less L.
+    bound = expected.good["ts"].max() - timedelta(seconds=LATENESS)
+    want = reference.Evaluator({"plugs": expected.good}).result(root).filter(
+        pl.col("window_end") <= bound)
+    got = got.select(root.columns)
+    lost, duplicated = lost_and_duplicated(got, want)
+    reliability("bad_input", query=name, placement=placement, rows_read=expected.rows_read,
+                rows_quarantined=summary.quarantined, rows_processed=summary.tuples,
+                result_rows=got.height, rows_lost=lost, rows_duplicated=duplicated,
+                classes=sorted(set(expected.rules.values())))
+    assert want.height > 0
+    assert_same_rows(got, want)
