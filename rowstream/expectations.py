@@ -105,15 +105,29 @@ def results_suite(keys: tuple[str, ...] | None, counts: tuple[str, ...]) -> tupl
             *(expect("column_values_to_be_between", column=c, min_value=0) for c in counts))
 
 
-def violations(frame: pl.DataFrame, suite: tuple[Expectation, ...], parameters: dict
-               ) -> tuple[pl.Expr, pl.Expr]:
-    """The ``rule`` and ``reason`` of each row's first failed expectation (null for a row that
-    meets them all), as polars expressions over ``frame``: the suite's vectorised twin, which
-    must flag the rows Great Expectations flags (``tests/test_expectations.py`` compares them)."""
+def violations(frame: pl.DataFrame, suite: tuple[Expectation, ...], parameters: dict) -> pl.Expr:
+    """Each row's first failed expectation (its ``rule``; null for a row that meets them all),
+    as a polars expression over ``frame``: the suite's vectorised twin, which must flag the rows
+    Great Expectations flags (``tests/test_expectations.py`` compares them)."""
     rule = pl.lit(None, pl.String)
     for e in reversed(suite):
         rule = pl.when(_failed(e, frame.schema, parameters)).then(pl.lit(e.rule)).otherwise(rule)
-    return rule, reasons(suite, parameters, rule)
+    return rule
+
+
+def verdicts(frame: pl.DataFrame, suite: tuple[Expectation, ...], parameters: dict,
+             rule: pl.Series | None = None) -> pl.DataFrame:
+    """``frame`` with each row's ``rule`` (by ``violations``, unless Great Expectations gave
+    it) and ``reason``. Reasons are formatted for the failing rows only: formatting one per
+    row and expectation would cost ten times the checks."""
+    frame = frame.with_columns(violations(frame, suite, parameters).alias("rule")
+                               if rule is None else rule.alias("rule"))
+    failing = frame.select(pl.arg_where(pl.col("rule").is_not_null())).to_series()
+    reason = pl.Series("reason", [None] * frame.height, pl.String)
+    if len(failing):
+        why = frame[failing].select(reasons(suite, parameters, pl.col("rule"))).to_series()
+        reason = reason.scatter(failing, why)
+    return frame.with_columns(reason)
 
 
 def reasons(suite: tuple[Expectation, ...], parameters: dict, rule: pl.Expr) -> pl.Expr:

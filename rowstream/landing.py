@@ -24,7 +24,7 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from optimizer.catalog import DEFAULT_TIME_DISTANCE
-from rowstream.expectations import FIELDS, INPUT, input_parameters, violations
+from rowstream.expectations import FIELDS, INPUT, input_parameters, verdicts
 
 SUFFIXES = (".csv", ".parquet")
 STREAM = {"id": pl.Int64, "ts": pl.Datetime("us"), "value": pl.Float64, "property": pl.Int32,
@@ -54,9 +54,7 @@ def read_landed(path: Path, time_distance: float = DEFAULT_TIME_DISTANCE) -> pl.
         frame = landed_frame(path)
     except Exception as err:  # the file, not a line of it, is bad: quarantine it whole
         return unreadable(path, err)
-    rule, reason = violations(frame, INPUT, input_parameters(frame, time_distance))
-    return frame.with_columns(reason.alias("reason"), rule.alias("rule")).select(
-        *STREAM, *EXTRA)
+    return verdicts(frame, INPUT, input_parameters(frame, time_distance)).select(*STREAM, *EXTRA)
 
 
 def unreadable(path: Path, err: Exception) -> pl.DataFrame:

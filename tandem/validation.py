@@ -32,8 +32,8 @@ from rowstream.expectations import (
     INPUT,
     Expectation,
     input_parameters,
-    reasons,
     results_suite,
+    verdicts,
 )
 from rowstream.landing import STREAM, landed_files, landed_frame, unreadable
 
@@ -153,9 +153,7 @@ def validate_file(path: Path, time_distance: float = DEFAULT_TIME_DISTANCE
         return rows, [Outcome(rows["rule"][0], 1, [0])]
     parameters = input_parameters(frame, time_distance)
     outcomes = run_suite(INPUT_SUITE, INPUT, frame, {k: parameters[k] for k in ("ts_min", "ts_max")})
-    rule = first_failures(outcomes, frame.height)
-    rows = frame.with_columns(rule).with_columns(
-        reasons(INPUT, parameters, pl.col("rule")).alias("reason"))
+    rows = verdicts(frame, INPUT, parameters, first_failures(outcomes, frame.height))
     return rows.select(*STREAM, "reason", "rule", "origin"), outcomes
 
 
