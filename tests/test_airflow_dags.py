@@ -9,7 +9,7 @@ from datetime import timedelta
 import polars as pl
 import pytest
 
-from columnar.store import ColumnarStore
+from columnar.store import ColumnarStore, schema_name
 from optimizer import optimize
 from tandem import reference
 from tandem.cleanup import cleanup
@@ -94,6 +94,10 @@ def test_tandem_microbatch_over_two_landed_files_gives_the_reference_rows(
         shutil.copy(file, landing / file.name)
         run = dag.test()
         assert run.state == "success"
+        # Great Expectations validated the file before Spark read it: nothing to quarantine.
+        checked = run.get_task_instance("validate_landing").xcom_pull(task_ids="validate_landing")
+        assert checked == {"files": 1, "rows": len(file.read_text().splitlines()) - 1,
+                           "quarantined": 0}
         for query in SCHEDULED:
             read = run.get_task_instance(f"microbatch_{query}").xcom_pull(
                 task_ids=f"microbatch_{query}")
@@ -108,6 +112,16 @@ def test_tandem_microbatch_over_two_landed_files_gives_the_reference_rows(
             task_ids=f"microbatch_{query}")["files"] == []
         root, want = reference_rows(stream, query, catalog, profile, files=2)
         assert_same_rows(results(state / "tandem.duckdb", query).select(root.columns), want)
+    # ... and the results after each run: every expectation of the results suite held.
+    columnar = ColumnarStore(state / "tandem.duckdb", read_only=True)
+    try:
+        verdicts = columnar.query("SELECT target, bool_and(success) AS passed, count(*) AS n "
+                                  "FROM tandem_log.validations WHERE suite = 'tandem_results' "
+                                  "GROUP BY target ORDER BY target")
+    finally:
+        columnar.close()
+    assert [(v["target"], v["passed"]) for v in verdicts] == [
+        (f"{schema_name(microbatch_name(q))}.results", True) for q in sorted(SCHEDULED)]
 
 
 def test_overlapping_microbatch_runs_read_each_file_once(state, landed_files, catalog, profile):

@@ -132,5 +132,7 @@ def test_every_placement_is_exact_over_a_disordered_stream(tmp_path, landing, ca
         lost, duplicated = lost_and_duplicated(got, want)
         reliability("disorder", query=name, placement=placement, lateness=lateness,
                     readings=readings.height, late=summary.late, rows_lost=lost,
+                    # what L costs: how far the last window_end evaluated trails the latest reading
+                    output_lag_seconds=(on_time["ts"].max() - bound).total_seconds(),
                     rows_duplicated=duplicated, exact=same_rows(got, want))
         assert_same_rows(got, want)

@@ -54,15 +54,19 @@ def mutated(draw) -> str:
     return " ".join(tokens)
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# The reliability fixture only appends to a log: sharing it across examples is safe.
+@settings(max_examples=600, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(sql=mutated())
-def test_a_mutated_query_is_explained_or_refused_in_one_line(catalog, profile, sql):
+def test_a_mutated_query_is_explained_or_refused_in_one_line(catalog, profile, reliability, sql):
     try:
         optimization = optimize(sql, catalog, profile)
     except TandemError as err:
         message = str(err)
+        reliability("query", outcome="refused", one_line="\n" not in message)
         assert message and "\n" not in message and "Traceback" not in message
         return
+    reliability("query", outcome="accepted")
     # Accepted: it explains as `tandem explain --json` does, DuckDB SQL of its DB-ops included.
     explained = Explanation(Path(), Path(), Path(), optimization, fragments(optimization.plan))
     assert explained.to_json()["placement"] == optimization.plan.placement
