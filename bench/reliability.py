@@ -2,13 +2,16 @@
 its stream and try to escape its console, collects what each measured (``TANDEM_RELIABILITY_LOG``,
 tests/conftest.py) and writes bench/results/reliability.md and reliability.json.
 
-    .venv/bin/python bench/reliability.py          # about 30 minutes on 2 cores
+    .venv/bin/python bench/reliability.py          # about 40 minutes on 2 cores
+    .venv/bin/python bench/reliability.py --from-log LOG --exit-code N
+                    # only sum a log that a test run with TANDEM_RELIABILITY_LOG=LOG wrote
 
 A figure comes from a test that also asserts it (0 lost, 0 duplicated, exact): the report counts
 what the tests measured, including any case that failed."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -152,12 +155,20 @@ garbage inserted: each is explained or refused with a one-line error. Reproduce:
 
 
 def main() -> None:
-    with tempfile.TemporaryDirectory() as scratch:
-        log = Path(scratch) / "reliability.jsonl"
-        tests = " ".join(TESTS.values()).split()
-        outcome = subprocess.run([sys.executable, "-m", "pytest", "-q", *tests], cwd=ROOT,
-                                 env={**os.environ, "TANDEM_RELIABILITY_LOG": str(log)}).returncode
-        records = collect(log)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--from-log", type=Path, help="sum this log instead of running tests")
+    parser.add_argument("--exit-code", type=int, default=0, help="the exit code of that run")
+    args = parser.parse_args()
+    if args.from_log:
+        records, outcome = collect(args.from_log), args.exit_code
+    else:
+        with tempfile.TemporaryDirectory() as scratch:
+            log = Path(scratch) / "reliability.jsonl"
+            tests = " ".join(TESTS.values()).split()
+            outcome = subprocess.run(
+                [sys.executable, "-m", "pytest", "-q", *tests], cwd=ROOT,
+                env={**os.environ, "TANDEM_RELIABILITY_LOG": str(log)}).returncode
+            records = collect(log)
     summary = summarise(records, outcome)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "reliability.json").write_text(

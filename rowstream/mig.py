@@ -109,7 +109,7 @@ class Arrival:
     first_ts: datetime | None  # the run's first event
     frontiers: dict[str, datetime]  # how far the crossings are complete after the batch
     results: pa.Table | None  # the root's rows, when Spark computed them (``Mig.direct``)
-    rules: dict[str, int]  # quarantined rows per rule (an expectation's name, or late)
+    rules: dict[str, int] = field(default_factory=dict)  # quarantined rows per rule
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """A real Airflow (API server, scheduler, DAG processor: ``airflow standalone``) on 127.0.0.1:
 a run triggered through the REST API with params succeeds, the plugin's endpoints refuse
-anonymous callers, and a headless Chromium logs in, opens the Tandem page, reads Q1's plan,
-runs a SELECT in the console and is refused a write. Screenshots go to bench/results/ui/."""
+anonymous callers, and a headless Chromium logs in, opens the Tandem page, reads Q1's plan and
+Great Expectations' verdicts, runs a SELECT in the console and is refused a write. Screenshots go to bench/results/ui/."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import urllib.request
 import pytest
 
 from tandem.airflow_server import USER, password, start, stop, token, wait_healthy
+from tandem.validation import validate_landed
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.integration
@@ -115,8 +116,18 @@ def test_a_browser_logs_in_reads_the_plan_and_uses_the_console(airflow):
             assert {"spark", "duckdb"} <= engines  # Q1's plan at the catalog's rate uses both
             page.screenshot(path=SCREENSHOTS / "plan.png", full_page=True)
 
+            # Great Expectations' verdict on a landed file with a bad line, on the page.
+            landing = home / "validated"
+            landing.mkdir()
+            (landing / "plugs-1.csv").write_text("1,1377986401,12.5,2,1,0,0\n"
+                                                 "2,1377986401,12.5,1,1,0,0\n")
+            validate_landed(landing, home / "state" / "tandem.duckdb")
             # The page itself: each DB-op's DuckDB SQL and its EXPLAIN.
             page.goto(base + "/tandem/?query=q1")
+            verdicts = page.locator("#validations")
+            assert "plugs-1.csv" in verdicts.inner_text()
+            assert "expect_column_values_to_be_in_set(property): 1" in verdicts.inner_text()
+            verdicts.screenshot(path=SCREENSHOTS / "validations.png")
             page.locator("details summary").first.click()
             assert "PROJECTION" in page.locator("details pre").first.inner_text().upper()
             page.screenshot(path=SCREENSHOTS / "duckdb-sql.png", full_page=True)
