@@ -242,6 +242,7 @@ def validate_command(
     landing: Annotated[Path | None, typer.Option(help="The landing directory (default: TANDEM_LANDING, else .tandem/landing).")] = None,
     again: Annotated[bool, typer.Option(help="Validate every landed file, also those validated before.")] = False,
     microbatch: Annotated[bool, typer.Option(help="Check the results of the micro-batch runs (tandem microbatch, the DAG).")] = False,
+    catalog: Catalog = None,
 ) -> None:
     """Validate with Great Expectations, as the micro-batch DAG does: the input suite over the
     landed files not validated yet (failing rows go to the quarantine), then the results suite
@@ -259,13 +260,13 @@ def validate_command(
 
     problems = 0
     with user_errors(), console.status("starting Great Expectations"):
-        report = validate_landed(landing or settings.landing_dir(), store, again=again,
-                                 on_file=show)
+        report = validate_landed(landing or settings.landing_dir(), store, catalog=catalog,
+                                 again=again, on_file=show)
         console.print(f"{len(report)} landed files validated; quarantined rows: "
                       f"tandem_log.quarantine in {store}.", highlight=False)
         for query in queries or []:
             name = microbatch_name(query) if microbatch else None
-            result = validate_results(query, store, name=name)
+            result = validate_results(query, store, name=name, catalog=catalog)
             problems += len(result.problems)
             verdict = ("[green]passes[/]" if result.passed
                        else "[red]fails[/]: " + "; ".join(result.problems))

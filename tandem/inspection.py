@@ -39,7 +39,7 @@ class Overview:
     db_ops: list[dict]  # id, members, sql, explain
     runs: list[dict]  # newest first
     runs_note: str = ""  # why there are none to show
-    validations: list[dict] = field(default_factory=list)  # newest first (validation_outcomes)
+    validations: list[dict] = field(default_factory=list)  # newest first (data_quality)
     quarantine: list[dict] = field(default_factory=list)  # rows per rule of the query's runs
 
 
