@@ -115,8 +115,8 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
         raise TandemError(f"--source {source!r}: give 'generator' or a directory of CSV files")
     if not physical.logical.operators:
         raise TandemError("the query only windows a stream: give it an operator to run")
-    streams = [load_catalog(explanation.catalog).streams[w.stream]
-               for w in windows(physical.logical.root)]
+    known = load_catalog(explanation.catalog).streams
+    streams = [known[w.stream] for w in windows(physical.logical.root)]
     if lateness is None:
         lateness = max(s.lateness for s in streams)
     if lateness < 0:
