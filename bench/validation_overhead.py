@@ -38,7 +38,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as directory:
-        path = SmartPlugs(rate=args.rate).write_csv(directory, 1.0, file_seconds=1.0)[0]
+        path = SmartPlugs(rate=args.rate).write_files(directory, 1.0, file_seconds=1.0)[0]
         frame = landed_frame(path)
         parameters = input_parameters(frame, DEFAULT_TIME_DISTANCE)
         gx_parameters = {k: parameters[k] for k in ("ts_min", "ts_max")}

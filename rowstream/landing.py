@@ -31,6 +31,7 @@ STREAM = {"id": pl.Int64, "ts": pl.Datetime("us"), "value": pl.Float64, "propert
           "plug_id": pl.Int32, "household_id": pl.Int32, "house_id": pl.Int32}
 UNREADABLE = "unreadable"  # a whole file that cannot be read: the suites never see its rows
 EXTRA = ("reason", "rule", "origin")
+ROW = "row"  # a Parquet row's number in its file, from 1
 
 
 def landed_files(directory: str | Path) -> list[str]:
@@ -54,6 +55,12 @@ def read_landed(path: Path, time_distance: float = DEFAULT_TIME_DISTANCE) -> pl.
         frame = landed_frame(path)
     except Exception as err:  # the file, not a line of it, is bad: quarantine it whole
         return unreadable(path, err)
+    return judged(frame, time_distance)
+
+
+def judged(frame: pl.DataFrame, time_distance: float) -> pl.DataFrame:
+    """One landed file's rows with the input suite's verdicts: the stream's columns, ``reason``,
+    ``rule`` and ``origin``."""
     return verdicts(frame, INPUT, input_parameters(frame, time_distance)).select(*STREAM, *EXTRA)
 
 
@@ -90,11 +97,18 @@ def _read_csv(path: Path) -> pl.DataFrame:
 
 
 def _read_parquet(path: Path) -> pl.DataFrame:
-    frame = pl.from_arrow(pq.read_table(path)).with_row_index("n", offset=1)
+    return parquet_frame(pl.from_arrow(pq.read_table(path)), path.name)
+
+
+def parquet_frame(rows: pl.DataFrame, name: str) -> pl.DataFrame:
+    """The rows of the Parquet file ``name`` as the landed frame, numbered by ``row`` or else in
+    file order: a column missing from the file is null, and a value of another type is cast (null where it does not
+    convert)."""
+    frame = rows if ROW in rows.columns else rows.with_row_index(ROW, offset=1)
     present = {c: pl.col(c) if c in frame.columns else pl.lit(None) for c in STREAM}
     return frame.select(
         pl.lit(len(FIELDS), pl.Int32).alias("fields"),
         *[present["ts" if f == "timestamp" else f].cast(pl.String, strict=False).alias(f"raw_{f}")
           for f in FIELDS],
         *[present[c].cast(t, strict=False).alias(c) for c, t in STREAM.items()],
-        pl.format("{}:row {}", pl.lit(path.name), pl.col("n")).alias("origin"))
+        pl.format("{}:row {}", pl.lit(name), pl.col(ROW)).alias("origin"))

@@ -41,6 +41,7 @@ ARROW_SCHEMA = pa.schema([
     ("property", pa.int32()), ("plug_id", pa.int32()), ("household_id", pa.int32()),
     ("house_id", pa.int32()), ("heartbeat", pa.bool_()), ("reason", pa.string()),
     ("rule", pa.string()), ("origin", pa.string())])
+QUARANTINED = pa.schema([f for f in ARROW_SCHEMA if f.name != "heartbeat"])  # a quarantined row
 SPARK_SCHEMA = ("id BIGINT, ts TIMESTAMP, value DOUBLE, property INT, plug_id INT, "
                 "household_id INT, house_id INT, heartbeat BOOLEAN, reason STRING, rule STRING, "
                 "origin STRING")

@@ -102,20 +102,25 @@ def generate_command(
         min=1.0, help="Event time per file, seconds.")] = 60.0,
     disorder: Annotated[bool, typer.Option(help="Readings arrive out of order, shaped like Ji's Table 4.1: about half late, most by under 100 ms, a tail of seconds (files are cut by arrival time).")] = False,
     max_delay: Annotated[float, typer.Option(min=0.1, help="With --disorder: the longest delay, seconds.")] = 4.5,
+    file_format: Annotated[str, typer.Option("--format", help="csv (DEBS 2014's, read by a Python source) or parquet (read by Spark's own Parquet source).")] = "csv",
 ) -> None:
-    """Write the smart-plug stream as DEBS 2014 CSV files, for `tandem run --source DIRECTORY`."""
+    """Write the smart-plug stream as landed files (DEBS 2014 CSV, or Parquet), for
+    `tandem run --source DIRECTORY`."""
     from rich.progress import Progress
 
     from tandem.disorder import Disorder
-    from tandem.workload import SmartPlugs
+    from tandem.workload import FILE_FORMATS, SmartPlugs
 
+    if file_format not in FILE_FORMATS:
+        raise typer.BadParameter(f"give one of {', '.join(FILE_FORMATS)}", param_hint="--format")
     plugs = SmartPlugs(rate=rate)
     shape = Disorder(max_delay=max_delay) if disorder else None
     with Progress(console=console, transient=True) as progress:
-        task = progress.add_task("writing CSV files", total=plugs.batch_count(
+        task = progress.add_task(f"writing {file_format} files", total=plugs.batch_count(
             duration + (max_delay if disorder else 0.0), file_seconds))
-        paths = plugs.write_csv(directory, duration, file_seconds,
-                                on_file=lambda _: progress.advance(task), disorder=shape)
+        paths = plugs.write_files(directory, duration, file_seconds,
+                                on_file=lambda _: progress.advance(task), disorder=shape,
+                                file_format=file_format)
     order = f", out of order by up to {max_delay:g} s" if disorder else ""
     console.print(f"{len(paths)} files, {round(rate * duration):,} readings{order} in "
                   f"{_short(directory)}. Run a query over them with: tandem run q1 --source "
@@ -129,7 +134,7 @@ def run_command(
     rate: Annotated[float, typer.Option(help="Arrival rate of the generator, tuples/s.")] = 1000.0,
     duration: Annotated[float, typer.Option(help="Event time to generate, seconds.")] = 360.0,
     batch: Annotated[float | None, typer.Option(help="Event time per micro-batch, seconds (default: one slide).")] = None,
-    source: Annotated[str, typer.Option(help="'generator' or a directory of DEBS 2014 CSV files.")] = "generator",
+    source: Annotated[str, typer.Option(help="'generator' or a landing directory of DEBS 2014 CSV files or Parquet files.")] = "generator",
     catalog: Catalog = None,
     profile: Profile = None,
     store: Annotated[str | None, typer.Option(help="The DuckDB file (default: tandem.duckdb in TANDEM_STATE, else .tandem).")] = None,

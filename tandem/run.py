@@ -24,6 +24,7 @@ from optimizer.errors import TandemError
 from optimizer.logical import windows
 from rowstream.dsps import SPARK_DESIGNS
 from rowstream.mig import EPOCH, BatchReport, Mig, Transfers
+from rowstream.native import fits, parquet_stream
 from rowstream.session import spark_session
 from rowstream.sources import generator_stream, landing_stream, last_window_end
 from tandem.explain import Explanation, explain
@@ -36,6 +37,11 @@ _STARTING = threading.Lock()
 STALL_TIMEOUT = 600.0
 ENDED_GRACE = 10.0  # a generated stream waited for after its last batch, seconds
 OWNER = "tandem-run.json"  # in a checkpoint: the store and run it belongs to
+
+
+# How Spark reads the stream: the smart-plug generator (a Python data source), Spark's own
+# Parquet source (rowstream/native.py), or the landing directory's Python data source.
+GATEWAYS = ("generator", "native", "python")
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,7 @@ class RunSummary:
     transfers: Transfers
     store: str
     results_table: str
+    gateway: str = "generator"  # how Spark read the stream: GATEWAYS
 
     @property
     def throughput(self) -> float:
@@ -122,6 +129,8 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
     if lateness < 0:
         raise TandemError(f"--lateness {lateness}: give a lateness of 0 seconds or more")
     deployment = deploy(physical)
+    native = not generated and fits(source, deployment)
+    time_distance = min(s.time_distance for s in streams)
     checkpoint = Path(checkpoint) if checkpoint else default_checkpoint(store, name)
     columnar = ColumnarStore(store)
     try:
@@ -140,7 +149,8 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
         crash.arm()
         spark = spark_session(log=spark_log_path(store))
         bridge = Mig(name, deployment, columnar, spark, record, final_end=final_end,
-                     spark_design=spark_design, lateness=lateness, checkpoint=str(checkpoint))
+                     spark_design=spark_design, lateness=lateness, checkpoint=str(checkpoint),
+                     native=native, time_distance=time_distance)
         if resume:
             bridge.recover()
         if generated:
@@ -149,9 +159,11 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
             stream = generator_stream(spark, rate=rate, duration=duration, span=span, slide=slide,
                                       flush=flush, warmup=warmup, begin=begin,
                                       **(topology or {}))
+        elif native:
+            stream = parquet_stream(spark, source)
         else:
             stream = landing_stream(spark, source, lateness=lateness, slide=slide,
-                                    time_distance=min(s.time_distance for s in streams))
+                                    time_distance=time_distance)
         writer = (bridge.stream(stream).writeStream
                   .outputMode("append").foreachBatch(bridge)
                   .option("checkpointLocation", str(checkpoint)))
@@ -203,7 +215,8 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
                              sum(r.quarantined for r in reports), sum(r.late for r in reports),
                              dict(sum((Counter(r.rules) for r in reports), Counter())),
                              sum(dropped.values()), lateness, wall, bridge.transfers,
-                             str(store), f"{schema_name(name)}.results")
+                             str(store), f"{schema_name(name)}.results",
+                             "generator" if generated else "native" if native else "python")
         columnar.record("runs", {
             "query": name, "logged_at": datetime.now(UTC).replace(tzinfo=None),
             "source": source, "placement": physical.placement, "tuples": summary.tuples,

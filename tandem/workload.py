@@ -11,6 +11,7 @@ because every random number is a hash of (seed, what it is for).
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -21,6 +22,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 DEBS_START = 1377986400  # 2013-09-01 00:00 CEST (22:00 UTC the day before): where DEBS 2014 starts
 HOUSES = 40
@@ -38,6 +40,10 @@ SCHEMA = pa.schema([
     ("household_id", pa.int32()),
     ("house_id", pa.int32()),
 ])
+# A landed Parquet file: the stream's columns, its timestamps UTC instants.
+PARQUET_SCHEMA = pa.schema([pa.field("ts", pa.timestamp("us", tz="UTC")) if f.name == "ts" else f
+                            for f in SCHEMA])
+FILE_FORMATS = ("csv", "parquet")
 CSV_HEADER = ("id", "timestamp", "value", "property", "plug_id", "household_id", "house_id")
 
 if TYPE_CHECKING:
@@ -149,18 +155,22 @@ class SmartPlugs:
         for k in range(self.batch_count(duration, span)):
             yield self.between(k * span, min((k + 1) * span, duration))
 
-    def write_csv(self, directory: str | Path, duration: float, file_seconds: float = 60.0,
-                  on_file: Callable[[Path], None] | None = None,
-                  disorder: Disorder | None = None) -> list[Path]:
-        """DEBS 2014 CSV files, ``file_seconds`` of event time each, named so that name order is
-        event-time order. Timestamps are Unix seconds, with a fraction where the rate puts
-        several readings of a plug in one second. With ``disorder`` (``tandem/disorder.py``)
-        the files are cut by arrival time instead and hold the readings in arrival order: a
-        late reading lands in a file after the one its event time belongs to."""
+    def write_files(self, directory: str | Path, duration: float, file_seconds: float = 60.0,
+                    on_file: Callable[[Path], None] | None = None,
+                    disorder: Disorder | None = None, file_format: str = "csv") -> list[Path]:
+        """Landed files, ``file_seconds`` of event time each, named so that name order is
+        event-time order, and modified in that order too (the order Spark's file source reads
+        them in). CSV files are DEBS 2014's: timestamps are Unix seconds, with a fraction where
+        the rate puts several readings of a plug in one second. Parquet files hold the stream's
+        columns, ``ts`` a UTC timestamp. With ``disorder`` (``tandem/disorder.py``) the files
+        are cut by arrival time instead and hold the readings in arrival order: a late reading
+        lands in a file after the one its event time belongs to."""
+        if file_format not in FILE_FORMATS:
+            raise ValueError(f"file format {file_format!r}: give one of {', '.join(FILE_FORMATS)}")
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         spill = disorder.max_delay if disorder else 0.0
-        paths = []
+        paths: list[Path] = []
         for n in range(self.batch_count(duration + spill, file_seconds)):
             begin, end = n * file_seconds, (n + 1) * file_seconds
             if disorder is None:
@@ -171,9 +181,16 @@ class SmartPlugs:
                 table = table.filter(pc.and_(
                     pc.greater_equal(arrival, round((self.start + begin) * 1e6)),
                     pc.less(arrival, round((self.start + end) * 1e6))))
-            path = directory / f"plugs-{self.start + int(begin)}.csv"
-            frame = pl.from_arrow(table).with_columns(_seconds_text(pl.col("ts")).alias("timestamp"))
-            frame.select(CSV_HEADER).write_csv(path)
+            path = directory / f"plugs-{self.start + int(begin)}.{file_format}"
+            if file_format == "csv":
+                frame = pl.from_arrow(table).with_columns(
+                    _seconds_text(pl.col("ts")).alias("timestamp"))
+                frame.select(CSV_HEADER).write_csv(path)
+            else:
+                pq.write_table(table.select(SCHEMA.names).cast(PARQUET_SCHEMA), path)
+            if paths:  # a later name is a later modification, to the nanosecond
+                mtime = max(path.stat().st_mtime_ns, paths[-1].stat().st_mtime_ns + 1_000_000)
+                os.utime(path, ns=(mtime, mtime))
             paths.append(path)
             if on_file:
                 on_file(path)

@@ -30,7 +30,7 @@ class Planted:
 def plant(landing: Path, plugs: SmartPlugs, duration: float, file_seconds: float) -> Planted:
     """Generate ``duration`` seconds into ``landing`` and plant the bad lines: the second and
     third files get them (the first sets the stream's high-water mark for the late line)."""
-    files = plugs.write_csv(landing, duration, file_seconds=file_seconds)
+    files = plugs.write_files(landing, duration, file_seconds=file_seconds)
     stream = pl.from_arrow(plugs.between(0, duration))
     second, third = files[1], files[2]
     t = second.read_text().splitlines()[1].split(",")[1]  # a timestamp of the file

@@ -34,7 +34,7 @@ def state(airflow_state):
 def landed_files(tmp_path_factory):
     """Three consecutive files of the smart-plug stream, and the stream itself."""
     plugs = SmartPlugs(rate=RATE, **TOPOLOGY)
-    files = plugs.write_csv(tmp_path_factory.mktemp("staging"), 3 * FILE_SECONDS, FILE_SECONDS)
+    files = plugs.write_files(tmp_path_factory.mktemp("staging"), 3 * FILE_SECONDS, FILE_SECONDS)
     return files, pl.from_arrow(plugs.between(0, 3 * FILE_SECONDS))
 
 

@@ -77,7 +77,7 @@ def test_archiving_moves_what_every_run_read_but_the_last(tmp_path):
 
 
 def test_statistics_observed_in_landed_files(tmp_path):
-    files = SmartPlugs(rate=40, houses=2, households_per_house=3, plugs=12).write_csv(
+    files = SmartPlugs(rate=40, houses=2, households_per_house=3, plugs=12).write_files(
         tmp_path, 120, file_seconds=60)
     catalog = read_toml(QUERIES / "catalog.toml", "catalog", "")
     observed = observe(files, catalog)

@@ -76,7 +76,7 @@ def assert_same(got: tuple[pl.DataFrame, pl.DataFrame], want: tuple[pl.DataFrame
 @pytest.fixture(scope="module")
 def landing(tmp_path_factory) -> list[Path]:
     directory = tmp_path_factory.mktemp("landing")
-    return SmartPlugs(rate=5, **SMALL).write_csv(directory, 400, 50, disorder=Disorder(tail=0.3))
+    return SmartPlugs(rate=5, **SMALL).write_files(directory, 400, 50, disorder=Disorder(tail=0.3))
 
 
 def run_args(landing: list[Path], store: Path) -> list[str]:

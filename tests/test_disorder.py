@@ -41,7 +41,7 @@ def test_the_disordered_stream_has_the_shape_of_ji_table_4_1():
 
 def test_late_readings_cross_file_boundaries(tmp_path):
     plugs = SmartPlugs(rate=50, **SMALL)
-    files = plugs.write_csv(tmp_path, 120, file_seconds=10, disorder=Disorder(tail=0.3))
+    files = plugs.write_files(tmp_path, 120, file_seconds=10, disorder=Disorder(tail=0.3))
     crossing = 0
     for before, after in zip(files, files[1:], strict=False):
         newest = pl.read_csv(before)["timestamp"].max()
@@ -84,7 +84,7 @@ CASES = [(q, ",".join(f"{op}={e}" for op, e in p.items()))
 @pytest.fixture(scope="module")
 def landing(tmp_path_factory):
     directory = tmp_path_factory.mktemp("disordered")
-    SmartPlugs(rate=RATE, **SMALL).write_csv(directory, DURATION, FILE_SECONDS, disorder=DISORDER)
+    SmartPlugs(rate=RATE, **SMALL).write_files(directory, DURATION, FILE_SECONDS, disorder=DISORDER)
     return directory
 
 

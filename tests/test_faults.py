@@ -113,7 +113,7 @@ def assert_one_line(failed: subprocess.CompletedProcess, words: str) -> None:
 
 def test_the_spark_jvm_dying_mid_run(tmp_path, catalog, profile, reliability):
     landing = tmp_path / "landing"
-    SmartPlugs(rate=RATE, **SMALL).write_csv(landing, DURATION, file_seconds=BATCH)
+    SmartPlugs(rate=RATE, **SMALL).write_files(landing, DURATION, file_seconds=BATCH)
     died = run_landing(landing, tmp_path / "t.duckdb", crash=f"{JVM}:3")
     assert_one_line(died, "Spark's JVM stopped during the run")
     assert_resumed_exactly(landing, tmp_path / "t.duckdb", catalog, profile, reliability,
@@ -149,7 +149,7 @@ def fill_after(commit: Path, filler: Path) -> None:
 
 def test_a_full_disk(tmp_path, small_disk, catalog, profile, reliability):
     landing = tmp_path / "landing"
-    SmartPlugs(rate=RATE, **SMALL).write_csv(landing, DURATION, file_seconds=BATCH)
+    SmartPlugs(rate=RATE, **SMALL).write_files(landing, DURATION, file_seconds=BATCH)
     store = small_disk / "t.duckdb"
     filler = small_disk / "filler"
     fill = threading.Thread(target=fill_after, args=(

@@ -42,7 +42,7 @@ def test_batches_do_not_change_the_events():
 
 
 def test_csv_in_the_debs_format(tmp_path):
-    paths = SmartPlugs(rate=3, houses=1, households_per_house=2, plugs=3).write_csv(tmp_path, 4, 2)
+    paths = SmartPlugs(rate=3, houses=1, households_per_house=2, plugs=3).write_files(tmp_path, 4, 2)
     assert len(paths) == 2
     with paths[0].open() as f:
         rows = list(csv.reader(f))
@@ -55,7 +55,7 @@ def test_csv_in_the_debs_format(tmp_path):
 def test_csv_reads_back_as_the_stream(tmp_path):
     """The landing directory's reader (an independent parser) gets back every generated row."""
     plugs = SmartPlugs(rate=7, houses=1, households_per_house=2, plugs=3)
-    paths = plugs.write_csv(tmp_path, 10, file_seconds=3)
+    paths = plugs.write_files(tmp_path, 10, file_seconds=3)
     assert [p.name for p in paths] == sorted(p.name for p in paths)
     landed = pl.concat([read_landed(p) for p in paths])
     assert landed["reason"].null_count() == landed.height
