@@ -38,9 +38,14 @@ from pyspark.sql import functions as F
 from optimizer.deployment import Deployment
 from rowstream.eventtime import admit
 from rowstream.landing import ROW, judged, parquet_frame, unreadable
+from rowstream.sources import COLUMNS
 
-SCHEMA = ("id BIGINT, ts TIMESTAMP, value DOUBLE, property INT, plug_id INT, household_id INT, "
-          "house_id INT")
+# Integers are read as BIGINT: Spark widens a file's INT32 to it, and a file written with
+# 64-bit integers (pandas' default) is then readable too. They become the stream's INT (null
+# beyond its range, which the input suite then quarantines).
+SCHEMA = ("id BIGINT, ts TIMESTAMP, value DOUBLE, property BIGINT, plug_id BIGINT, "
+          "household_id BIGINT, house_id BIGINT")
+NARROW = ("property", "plug_id", "household_id", "house_id")
 FILE = "file"  # the name of the file a row came from
 EPOCH = datetime(1970, 1, 1)
 
@@ -61,7 +66,8 @@ def parquet_stream(spark: SparkSession, directory: str, *, files_per_batch: int 
     return (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", files_per_batch)
             .option("pathGlobFilter", "*.parquet").option("ignoreCorruptFiles", "true")
             .parquet(str(Path(directory).resolve()))
-            .select("*", F.col("_metadata.file_name").alias(FILE),
+            .select(*[F.col(c).try_cast("int").alias(c) if c in NARROW else c for c in COLUMNS],
+                    F.col("_metadata.file_name").alias(FILE),
                     (F.col("_metadata.row_index") + 1).alias(ROW),
                     F.lit(False).alias("heartbeat"),
                     *[F.lit(None).cast("string").alias(c) for c in ("reason", "rule", "origin")]))

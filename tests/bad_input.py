@@ -5,7 +5,9 @@ not by asking the code under test."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import polars as pl
@@ -92,3 +94,55 @@ def _line(planted: dict, id_: str, schema) -> pl.DataFrame:
            "house_id": int(fields[6])}
     return pl.DataFrame([row]).with_columns(
         pl.col("ts").cast(pl.Datetime("us"))).cast(dict(schema))
+
+
+def plant_parquet(landing: Path, plugs: SmartPlugs, duration: float,
+                  file_seconds: float) -> Planted:
+    """The Parquet classes of bad input: rows planted at the head of the second file (nulls,
+    NaN, infinity, negative values, property out of range, wild timestamps, a duplicate id, a
+    late row and a valid one), a file written with 64-bit integers (readable), a file without
+    its footer and a file still being written."""
+    files = plugs.write_files(landing, duration, file_seconds=file_seconds, file_format="parquet")
+    stream = pl.from_arrow(plugs.between(0, duration))
+    second, third, fourth = files[1], files[2], files[3]
+    rows = pl.read_parquet(second)
+    ts = rows["ts"][0]
+    base = rows.row(0, named=True)
+    duplicated = rows["id"][4]
+    day = timedelta(days=1)
+    planted = [  # (changes to a row of the file, the rule it fails)
+        ({"id": None}, f"{NOT_NULL}(raw_id)"),
+        ({"ts": None}, f"{NOT_NULL}(raw_timestamp)"),
+        ({"plug_id": None}, f"{NOT_NULL}(raw_plug_id)"),
+        ({"value": float("nan")}, f"{NOT_NULL}(value)"),
+        ({"value": float("inf")}, "expect_column_values_to_be_between(value)"),
+        ({"value": -1.5}, "expect_column_values_to_be_between(value)"),
+        ({"property": 2}, "expect_column_values_to_be_in_set(property)"),
+        ({"ts": datetime(1970, 1, 1, 0, 0, 1, tzinfo=UTC)}, "expect_column_values_to_be_between(ts)"),
+        ({"ts": ts + 10 * day}, "expect_column_values_to_be_between(ts)"),
+        ({"ts": ts - timedelta(seconds=file_seconds + 30)}, "late"),
+        ({"id": duplicated}, "expect_column_values_to_be_unique(id)"),
+        ({}, None),  # valid
+    ]
+    head = pl.DataFrame([{**base, "id": 9_000_000 + n, **changes}
+                         for n, (changes, _) in enumerate(planted, start=1)], schema=rows.schema)
+    pq.write_table(pl.concat([head, rows]).to_arrow().cast(pq.read_schema(second)), second)
+    rules = {f"{second.name}:row {n}": rule for n, (_, rule) in enumerate(planted, start=1)
+             if rule is not None}
+    rules[f"{second.name}:row {len(planted) + 5}"] = "expect_column_values_to_be_unique(id)"
+    wide = pq.read_table(third)
+    pq.write_table(wide.cast(pa.schema([pa.field(f.name, pa.int64()) if pa.types.is_int32(f.type)
+                                        else f for f in wide.schema])), third)
+    fourth.write_bytes(fourth.read_bytes()[:-9])
+    rules[fourth.name] = "unreadable"
+    (landing / f"{files[-1].stem}-z.parquet.part").write_bytes(b"PAR1")
+    for n, path in enumerate(files):  # rewritten files keep the order they landed in
+        os.utime(path, ns=(1_700_000_000_000_000_000 + n * 1_000_000_000,) * 2)
+
+    lost = pl.from_arrow(plugs.between(3 * file_seconds, 4 * file_seconds))  # the footless file
+    spoiled = pl.Series([duplicated, *lost["id"]])
+    good = stream.filter(~pl.col("id").is_in(spoiled.implode()))
+    valid = head.tail(1).with_columns(pl.col("ts").dt.replace_time_zone(None))
+    good = pl.concat([good, valid.cast(dict(good.schema))])
+    read = sum(pq.ParquetFile(f).metadata.num_rows for f in files if f != fourth) + 1
+    return Planted(good, rules, read)

@@ -16,7 +16,7 @@ from optimizer import optimize
 from tandem import reference
 from tandem.run import run
 from tandem.workload import SmartPlugs
-from tests.bad_input import plant
+from tests.bad_input import plant, plant_parquet
 from tests.conftest import lost_and_duplicated, query_sql
 from tests.test_reference import assert_same_rows
 
@@ -32,10 +32,30 @@ def planted(tmp_path_factory):
     return landing, plant(landing, SmartPlugs(rate=RATE, **TOPOLOGY), DURATION, FILE_SECONDS)
 
 
+@pytest.fixture(scope="module")
+def planted_parquet(tmp_path_factory):
+    landing = tmp_path_factory.mktemp("parquet")
+    return landing, plant_parquet(landing, SmartPlugs(rate=RATE, **TOPOLOGY), DURATION,
+                                  FILE_SECONDS)
+
+
 @pytest.mark.parametrize("name, placement", [("q5", "spark"), ("q5", "duckdb"), ("q5", "auto"),
                                              ("q1", "auto")])
 def test_bad_input_is_quarantined_and_the_rest_is_exact(tmp_path, planted, catalog, profile,
                                                         reliability, name, placement):
+    assert_quarantined_and_exact(tmp_path, planted, catalog, reliability, profile, name,
+                                 placement, "python")
+
+
+@pytest.mark.parametrize("name, placement", [("q5", "duckdb"), ("q1", "auto")])
+def test_bad_parquet_input_through_the_native_gateway(tmp_path, planted_parquet, catalog,
+                                                      profile, reliability, name, placement):
+    assert_quarantined_and_exact(tmp_path, planted_parquet, catalog, reliability, profile, name,
+                                 placement, "native")
+
+
+def assert_quarantined_and_exact(tmp_path, planted, catalog, reliability, profile, name,
+                                 placement, gateway):
     landing, expected = planted
     summary = run(name, placement=placement, source=str(landing), lateness=LATENESS,
                   store=tmp_path / "tandem.duckdb", checkpoint=tmp_path / "checkpoint")
@@ -48,6 +68,7 @@ def test_bad_input_is_quarantined_and_the_rest_is_exact(tmp_path, planted, catal
                                      "GROUP BY rule").fetchall())
     finally:
         store.close()
+    assert summary.gateway == gateway
     assert summary.tuples + summary.quarantined == expected.rows_read
     assert summary.tuples == expected.good.height
     assert quarantined == expected.rules and summary.rules == Counter(expected.rules.values())
@@ -59,7 +80,8 @@ def test_bad_input_is_quarantined_and_the_rest_is_exact(tmp_path, planted, catal
         pl.col("window_end") <= bound)
     got = got.select(root.columns)
     lost, duplicated = lost_and_duplicated(got, want)
-    reliability("bad_input", query=name, placement=placement, rows_read=expected.rows_read,
+    reliability("bad_input", query=name, placement=placement, gateway=gateway,
+                rows_read=expected.rows_read,
                 rows_quarantined=summary.quarantined, rows_processed=summary.tuples,
                 result_rows=got.height, rows_lost=lost, rows_duplicated=duplicated,
                 classes=sorted(set(expected.rules.values())))

@@ -79,19 +79,48 @@ DISORDER = Disorder(tail=0.3)
 WHOLE, SHORT = 5.0, 1.0  # L above the largest delay (4.5 s), and below it
 CASES = [(q, ",".join(f"{op}={e}" for op, e in p.items()))
          for q in ("q1", "q3", "q5", "q6") for p in placements(q, "8")]
+# The native gateway serves plans whose Spark operators are stateless (rowstream/native.py).
+NATIVE_CASES = [(q, p) for q in ("q1", "q3", "q5", "q6") for p in ("duckdb", "auto")]
+
+
+def _landing(tmp_path_factory, file_format: str):
+    directory = tmp_path_factory.mktemp(f"disordered-{file_format}")
+    SmartPlugs(rate=RATE, **SMALL).write_files(directory, DURATION, FILE_SECONDS,
+                                               disorder=DISORDER, file_format=file_format)
+    return directory
 
 
 @pytest.fixture(scope="module")
 def landing(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("disordered")
-    SmartPlugs(rate=RATE, **SMALL).write_files(directory, DURATION, FILE_SECONDS, disorder=DISORDER)
-    return directory
+    return _landing(tmp_path_factory, "csv")
+
+
+@pytest.fixture(scope="module")
+def parquet_landing(tmp_path_factory):
+    return _landing(tmp_path_factory, "parquet")
 
 
 @pytest.mark.integration
 @pytest.mark.parametrize("name, placement", CASES)
 def test_every_placement_is_exact_over_a_disordered_stream(tmp_path, landing, catalog, profile,
                                                            reliability, name, placement):
+    """CSV files, read by the Python source, which judges rows before any Spark operator."""
+    assert_exact_over_disorder(tmp_path, landing, catalog, profile, reliability, name, placement,
+                               "python")
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("name, placement", NATIVE_CASES)
+def test_the_native_gateway_is_exact_over_a_disordered_stream(tmp_path, parquet_landing, catalog,
+                                                              profile, reliability, name,
+                                                              placement):
+    """Parquet files, read by Spark's own Parquet source; the MIG judges the rows."""
+    assert_exact_over_disorder(tmp_path, parquet_landing, catalog, profile, reliability, name,
+                               placement, "native")
+
+
+def assert_exact_over_disorder(tmp_path, landing, catalog, profile, reliability, name, placement,
+                               gateway):
     """With L above the largest delay nothing is late and the rows are the reference's; with a
     smaller L every reading is processed or quarantined as late, and the rows are the
     reference's over the readings that were not late. The two runs share the Spark session."""
@@ -107,6 +136,7 @@ def test_every_placement_is_exact_over_a_disordered_stream(tmp_path, landing, ca
     readings = pl.from_arrow(SmartPlugs(rate=RATE, **SMALL).between(0, DURATION))
     root = optimize(query_sql(name), catalog, profile).logical.root
     for lateness, summary in summaries.items():
+        assert summary.gateway == gateway
         store = ColumnarStore(tmp_path / f"{lateness}.duckdb")
         try:
             got = pl.from_arrow(store.results(name))
@@ -130,7 +160,7 @@ def test_every_placement_is_exact_over_a_disordered_stream(tmp_path, landing, ca
         assert want.height > 0
         got = got.select(root.columns)
         lost, duplicated = lost_and_duplicated(got, want)
-        reliability("disorder", query=name, placement=placement, lateness=lateness,
+        reliability("disorder", query=name, placement=placement, lateness=lateness, gateway=gateway,
                     readings=readings.height, late=summary.late, rows_lost=lost,
                     # what L costs: how far the last window_end evaluated trails the latest reading
                     output_lag_seconds=(on_time["ts"].max() - bound).total_seconds(),
