@@ -155,3 +155,45 @@ def test_a_killed_microbatch_run_resumes_exactly_once(tmp_path, landing, reliabi
     got = microbatches(landing, tmp_path / "crashed", point)
     reliability("kill_point", command="tandem microbatch", point=point, **losses(got, want))
     assert_same(got, want)
+
+
+# The native gateway (Spark's Parquet source, rows judged by the MIG) under the same protocol.
+NATIVE_POINTS = ("file-read", "spark-committed", "duckdb-write")
+
+
+@pytest.fixture(scope="module")
+def parquet_landing(tmp_path_factory) -> list[Path]:
+    directory = tmp_path_factory.mktemp("parquet")
+    return SmartPlugs(rate=5, **SMALL).write_files(directory, 400, 50, file_format="parquet",
+                                                   disorder=Disorder(tail=0.3))
+
+
+def native_args(landing: list[Path], store: Path) -> list[str]:
+    return [*run_args(landing, store)[:2], "--placement", "duckdb",
+            *run_args(landing, store)[4:]]
+
+
+@pytest.fixture(scope="module")
+def native_uninterrupted(parquet_landing, tmp_path_factory):
+    store = tmp_path_factory.mktemp("native") / "t.duckdb"
+    done = tandem(*native_args(parquet_landing, store))
+    assert done.returncode == 0, done.stderr[-2000:]
+    want = contents(store, "q_q5")
+    assert want[0].height > 0 and want[1].height > 0
+    return want
+
+
+@pytest.mark.parametrize("point", NATIVE_POINTS)
+def test_a_native_run_killed_at_a_crash_point_resumes_exactly_once(
+        tmp_path, parquet_landing, native_uninterrupted, reliability, point):
+    store = tmp_path / "t.duckdb"
+    killed = tandem(*native_args(parquet_landing, store),
+                    crash=f"{point}:{where(point, parquet_landing)}")
+    assert killed.returncode == -signal.SIGKILL, (
+        f"the run did not reach the crash point ({POINTS[point]}): {killed.stderr[-2000:]}")
+    resumed = tandem(*native_args(parquet_landing, store), "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    got = contents(store, "q_q5")
+    reliability("kill_point", command="tandem run (native gateway)", point=point,
+                **losses(got, native_uninterrupted))
+    assert_same(got, native_uninterrupted)
