@@ -127,6 +127,11 @@ def generate_command(
                   f"{_short(directory)}", highlight=False, soft_wrap=True)
 
 
+READERS = {"generator": "the smart-plug generator (a Python data source)",
+           "native": "Spark's own Parquet source (the MIG judged the rows)",
+           "python": "the landing directory's Python data source"}
+
+
 @app.command("run")
 def run_command(
     query: Query,
@@ -198,6 +203,7 @@ def run_command(
         f"({summary.late:,} later than the allowed lateness of {summary.lateness:g} s; Spark "
         f"dropped {summary.dropped_by_watermark:,} by its watermark{by_rule(summary.rules)}).")
     moved = summary.transfers
+    console.print(f"Read by {READERS[summary.gateway]}.", highlight=False)
     console.print(f"Moved to DuckDB: {moved.to_duckdb_tuples:,} tuples "
                   f"({_bytes(moved.to_duckdb_bytes)}); back to Spark: {moved.to_spark_tuples:,} "
                   f"tuples ({_bytes(moved.to_spark_bytes)}).")

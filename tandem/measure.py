@@ -27,6 +27,7 @@ from columnar.store import ColumnarStore
 from optimizer.deployment import deploy
 from optimizer.logical import stateless_rows
 from rowstream.mig import EPOCH, STREAM
+from rowstream.sources import WARMUP_SPAN
 from tandem.explain import Explanation
 from tandem.run import run
 from tandem.workload import DEBS_START, SmartPlugs
@@ -89,11 +90,26 @@ def warmup_stream(rate: float, warmup: float) -> Iterator[pa.Table]:
     return SmartPlugs(rate=rate).batches(warmup, PRELOAD_PART)
 
 
+def land(directory: Path, rate: float, warmup: float, measure: float, span: float,
+         warmup_format: str | None, file_format: str) -> Path:
+    """The files a measurement reads: the warm-up in files of a minute (unless it was
+    preloaded: ``warmup_format`` None), then a file per ``span`` of the measured event time."""
+    plugs = SmartPlugs(rate=rate)
+    if warmup_format:
+        plugs.write_files(directory, warmup, WARMUP_SPAN, file_format=warmup_format)
+    plugs.write_files(directory, warmup + measure, span, file_format=file_format, begin=warmup)
+    return directory
+
+
 def capacity(plan: Explanation, rate: float, *, warmup: float, measure: float,
              span: float = 1.0, stream: list[pa.Table] | None = None,
-             spark_design: str = "built-in", lateness: float | None = None) -> Capacity:
+             spark_design: str = "built-in", lateness: float | None = None,
+             landed: str | None = "parquet") -> Capacity:
     """Fill the windows with ``warmup`` seconds of event time, then run ``measure`` seconds in
-    micro-batches of ``span`` and count the measured ones after the first SETTLE. ``stream``:
+    micro-batches of ``span`` and count the measured ones after the first SETTLE. ``landed``:
+    the stream arrives as files of that format in a landing directory, one per micro-batch,
+    written before the clock starts (the path users run); None: from the generator source.
+    ``stream``:
     the generator's first ``warmup`` seconds at ``rate`` (``warmup_stream``), if the caller has
     them already; ``spark_design``: how Spark evaluates a pure-Spark plan
     (``rowstream.dsps.SPARK_DESIGNS``)."""
@@ -118,8 +134,13 @@ def capacity(plan: Explanation, rate: float, *, warmup: float, measure: float,
             preload(store, plan, stream if stream is not None else warmup_stream(rate, warmup),
                     warmup)
             store.close()
+        source = "generator"
+        if landed:
+            source = str(land(Path(tmp) / "landing", rate, warmup, measure, span,
+                              None if loaded else landed, landed))
         started = time.perf_counter()
-        run(plan.query.stem, rate=rate, duration=warmup + measure, batch=span,
+        run(plan.query.stem, rate=rate, duration=warmup + measure, batch=span, source=source,
+            available_now=bool(landed),
             warmup=warmup, begin=warmup if loaded else 0.0, resume=loaded, store=store_path,
             checkpoint=Path(tmp) / "checkpoint", explanation=plan, on_batch=mark,
             stop_when=None if loaded else falling_behind, spark_design=spark_design,

@@ -39,11 +39,6 @@ ENDED_GRACE = 10.0  # a generated stream waited for after its last batch, second
 OWNER = "tandem-run.json"  # in a checkpoint: the store and run it belongs to
 
 
-# How Spark reads the stream: the smart-plug generator (a Python data source), Spark's own
-# Parquet source (rowstream/native.py), or the landing directory's Python data source.
-GATEWAYS = ("generator", "native", "python")
-
-
 @dataclass(frozen=True)
 class RunSummary:
     query: str
@@ -61,7 +56,9 @@ class RunSummary:
     transfers: Transfers
     store: str
     results_table: str
-    gateway: str = "generator"  # how Spark read the stream: GATEWAYS
+    # How Spark read the stream: "generator", "native" (Spark's own Parquet source,
+    # rowstream/native.py) or "python" (the landing directory's Python data source).
+    gateway: str = "generator"
 
     @property
     def throughput(self) -> float:

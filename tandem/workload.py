@@ -157,31 +157,34 @@ class SmartPlugs:
 
     def write_files(self, directory: str | Path, duration: float, file_seconds: float = 60.0,
                     on_file: Callable[[Path], None] | None = None,
-                    disorder: Disorder | None = None, file_format: str = "csv") -> list[Path]:
+                    disorder: Disorder | None = None, file_format: str = "csv",
+                    begin: float = 0.0) -> list[Path]:
         """Landed files, ``file_seconds`` of event time each, named so that name order is
         event-time order, and modified in that order too (the order Spark's file source reads
         them in). CSV files are DEBS 2014's: timestamps are Unix seconds, with a fraction where
         the rate puts several readings of a plug in one second. Parquet files hold the stream's
         columns, ``ts`` a UTC timestamp. With ``disorder`` (``tandem/disorder.py``) the files
         are cut by arrival time instead and hold the readings in arrival order: a late reading
-        lands in a file after the one its event time belongs to."""
+        lands in a file after the one its event time belongs to. The event time before ``begin``
+        is not written."""
         if file_format not in FILE_FORMATS:
             raise ValueError(f"file format {file_format!r}: give one of {', '.join(FILE_FORMATS)}")
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         spill = disorder.max_delay if disorder else 0.0
         paths: list[Path] = []
-        for n in range(self.batch_count(duration + spill, file_seconds)):
-            begin, end = n * file_seconds, (n + 1) * file_seconds
+        for n in range(self.batch_count(duration + spill - begin, file_seconds)):
+            first, end = begin + n * file_seconds, begin + (n + 1) * file_seconds
             if disorder is None:
-                table = self.between(begin, min(end, duration))
-            else:  # the readings that arrive in [begin, end), of event time before the end
-                table = disorder.arrivals(self.between(max(begin - spill, 0), min(end, duration)))
+                table = self.between(first, min(end, duration))
+            else:  # the readings that arrive in [first, end), of event time before the end
+                table = disorder.arrivals(self.between(max(first - spill, begin),
+                                                       min(end, duration)))
                 arrival = table.column("arrival")
                 table = table.filter(pc.and_(
-                    pc.greater_equal(arrival, round((self.start + begin) * 1e6)),
+                    pc.greater_equal(arrival, round((self.start + first) * 1e6)),
                     pc.less(arrival, round((self.start + end) * 1e6))))
-            path = directory / f"plugs-{self.start + int(begin)}.{file_format}"
+            path = directory / f"plugs-{self.start + int(first)}.{file_format}"
             if file_format == "csv":
                 frame = pl.from_arrow(table).with_columns(
                     _seconds_text(pl.col("ts")).alias("timestamp"))
