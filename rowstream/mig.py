@@ -55,11 +55,12 @@ from columnar.fragment_sql import fragments, input_table, read_sql
 from columnar.store import ColumnarStore
 from optimizer.catalog import DEFAULT_TIME_DISTANCE
 from optimizer.deployment import Deployment
+from optimizer.errors import TandemError
 from optimizer.logical import Node
 from rowstream.buckets import evaluate_in_buckets
 from rowstream.dsps import HEARTBEAT, Streaming, apply
 from rowstream.eventtime import LATE, watermark
-from rowstream.landing import ROW
+from rowstream.landing import ROW, landed_files
 from rowstream.native import FILE, Admission, admit_batch, batch_files
 from rowstream.sources import COLUMNS, QUARANTINED
 
@@ -291,6 +292,11 @@ class Mig:
         """The native gateway's rows judged by the input suite and lateness: the admitted rows
         of the batch (every relation's columns), and the verdicts."""
         files = batch_files(self.checkpoint, batch_id)
+        if files and (strays := [n for n in landed_files(files[0].parent)
+                                 if not n.endswith(".parquet")]):
+            raise TandemError(f"{strays[0]} landed in {files[0].parent}, which Spark's Parquet "
+                              "source reads: land Parquet files only there (CSV files go to a "
+                              "directory of their own)")
         judged = admit_batch(pl.from_arrow(_rows(everything, STREAM)).drop(HEARTBEAT), files,
                              high_water=before.frontiers.get(HIGH_WATER),
                              lateness=self.lateness, slide=self.plan.root.slide,

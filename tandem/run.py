@@ -116,7 +116,8 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
 
     generated = source == "generator"
     if not generated and not Path(source).is_dir():
-        raise TandemError(f"--source {source!r}: give 'generator' or a directory of CSV files")
+        raise TandemError(f"--source {source!r}: give 'generator' or a landing directory "
+                          "(CSV or Parquet files)")
     if not physical.logical.operators:
         raise TandemError("the query only windows a stream: give it an operator to run")
     known = load_catalog(explanation.catalog).streams
@@ -126,17 +127,20 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
     if lateness < 0:
         raise TandemError(f"--lateness {lateness}: give a lateness of 0 seconds or more")
     deployment = deploy(physical)
-    native = not generated and fits(source, deployment)
     time_distance = min(s.time_distance for s in streams)
     checkpoint = Path(checkpoint) if checkpoint else default_checkpoint(store, name)
     columnar = ColumnarStore(store)
     try:
-        pair(checkpoint, columnar, name, resume)
+        # A resumed run reads the way its checkpoint's query did: Spark restores its source.
+        gateway = pair(checkpoint, columnar, name, resume,
+                       "generator" if generated else
+                       "native" if fits(source, deployment) else "python")
     except BaseException:
         columnar.close()
         raise
     slide = physical.logical.root.slide
     span = batch or slide
+    native = gateway == "native"
     final_end = None
     if generated:
         plugs = SmartPlugs(rate=rate, **(topology or {}))
@@ -213,7 +217,7 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
                              dict(sum((Counter(r.rules) for r in reports), Counter())),
                              sum(dropped.values()), lateness, wall, bridge.transfers,
                              str(store), f"{schema_name(name)}.results",
-                             "generator" if generated else "native" if native else "python")
+                             gateway)
         columnar.record("runs", {
             "query": name, "logged_at": datetime.now(UTC).replace(tzinfo=None),
             "source": source, "placement": physical.placement, "tuples": summary.tuples,
@@ -282,10 +286,11 @@ def default_checkpoint(store: str | Path, name: str) -> Path:
     return store.parent / "checkpoints" / store.stem / name
 
 
-def pair(checkpoint: Path, store: ColumnarStore, name: str, resume: bool) -> None:
+def pair(checkpoint: Path, store: ColumnarStore, name: str, resume: bool, gateway: str) -> str:
     """Tie a checkpoint to the store and schema its run writes, or, to resume, check that they
     belong together: Spark's offsets and state must match the rows and progress in DuckDB.
-    A run that does not resume starts both afresh."""
+    A run that does not resume starts both afresh. Returns the gateway the run reads by: the
+    checkpoint's, when it resumes one that names it, else ``gateway``."""
     owner = checkpoint / OWNER
     if resume and owner.is_file():
         mine = json.loads(owner.read_text())
@@ -295,7 +300,7 @@ def pair(checkpoint: Path, store: ColumnarStore, name: str, resume: bool) -> Non
                 f"the checkpoint {checkpoint} belongs to run {mine.get('run')} over "
                 f"{mine.get('store')}, not to the store {store.path} (run {theirs}): resume with "
                 "that store, or give --checkpoint, or run without --resume to start afresh")
-        return
+        return mine.get("gateway", gateway)
     if not resume:
         shutil.rmtree(checkpoint, ignore_errors=True)
     # A resume without an owner file keeps what the store holds: a first micro-batch run, a
@@ -304,7 +309,8 @@ def pair(checkpoint: Path, store: ColumnarStore, name: str, resume: bool) -> Non
     checkpoint.mkdir(parents=True, exist_ok=True)
     run_id = store.run_id(name) or store.start_run(name)
     owner.write_text(json.dumps({"store": str(Path(store.path).resolve()), "query": name,
-                                 "run": run_id}) + "\n")
+                                 "run": run_id, "gateway": gateway}) + "\n")
+    return gateway
 
 
 def _count_dropped(handle, dropped: dict[int, int]) -> None:

@@ -86,10 +86,14 @@ def run_args(landing: list[Path], store: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def uninterrupted(landing, tmp_path_factory):
-    store = tmp_path_factory.mktemp("uninterrupted") / "t.duckdb"
-    done = tandem(*run_args(landing, store))
+    return complete_run(run_args(landing, tmp_path_factory.mktemp("uninterrupted") / "t.duckdb"))
+
+
+def complete_run(args: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """What a run never interrupted writes."""
+    done = tandem(*args)
     assert done.returncode == 0, done.stderr[-2000:]
-    want = contents(store, "q_q5")
+    want = contents(Path(args[args.index("--store") + 1]), "q_q5")
     assert want[0].height > 0 and want[1].height > 0
     return want
 
@@ -102,15 +106,19 @@ def where(point: str, landing: list[Path]) -> str:
 @pytest.mark.parametrize("point", list(POINTS))
 def test_a_run_killed_at_a_crash_point_resumes_exactly_once(tmp_path, landing, uninterrupted,
                                                             reliability, point):
-    store = tmp_path / "t.duckdb"
-    killed = tandem(*run_args(landing, store), crash=f"{point}:{where(point, landing)}")
+    assert_resumes_exactly_once(run_args(landing, tmp_path / "t.duckdb"), landing, uninterrupted,
+                                reliability, point, "tandem run")
+
+
+def assert_resumes_exactly_once(args: list[str], landing: list[Path], uninterrupted,
+                                reliability, point: str, command: str) -> None:
+    killed = tandem(*args, crash=f"{point}:{where(point, landing)}")
     assert killed.returncode == -signal.SIGKILL, (
         f"the run did not reach the crash point ({POINTS[point]}): {killed.stderr[-2000:]}")
-    resumed = tandem(*run_args(landing, store), "--resume")
+    resumed = tandem(*args, "--resume")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    got = contents(store, "q_q5")
-    reliability("kill_point", command="tandem run", point=point,
-                **losses(got, uninterrupted))
+    got = contents(Path(args[args.index("--store") + 1]), "q_q5")
+    reliability("kill_point", command=command, point=point, **losses(got, uninterrupted))
     assert_same(got, uninterrupted)
 
 
@@ -175,25 +183,13 @@ def native_args(landing: list[Path], store: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def native_uninterrupted(parquet_landing, tmp_path_factory):
-    store = tmp_path_factory.mktemp("native") / "t.duckdb"
-    done = tandem(*native_args(parquet_landing, store))
-    assert done.returncode == 0, done.stderr[-2000:]
-    want = contents(store, "q_q5")
-    assert want[0].height > 0 and want[1].height > 0
-    return want
+    return complete_run(native_args(parquet_landing,
+                                    tmp_path_factory.mktemp("native") / "t.duckdb"))
 
 
 @pytest.mark.parametrize("point", NATIVE_POINTS)
 def test_a_native_run_killed_at_a_crash_point_resumes_exactly_once(
         tmp_path, parquet_landing, native_uninterrupted, reliability, point):
-    store = tmp_path / "t.duckdb"
-    killed = tandem(*native_args(parquet_landing, store),
-                    crash=f"{point}:{where(point, parquet_landing)}")
-    assert killed.returncode == -signal.SIGKILL, (
-        f"the run did not reach the crash point ({POINTS[point]}): {killed.stderr[-2000:]}")
-    resumed = tandem(*native_args(parquet_landing, store), "--resume")
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
-    got = contents(store, "q_q5")
-    reliability("kill_point", command="tandem run (native gateway)", point=point,
-                **losses(got, native_uninterrupted))
-    assert_same(got, native_uninterrupted)
+    assert_resumes_exactly_once(native_args(parquet_landing, tmp_path / "t.duckdb"),
+                                parquet_landing, native_uninterrupted, reliability, point,
+                                "tandem run (native gateway)")
