@@ -45,10 +45,9 @@ from optimizer.logical import (
     windows,
 )
 from rowstream.dsps import HEARTBEAT, predicate
-from rowstream.eventtime import watermark
+from rowstream.eventtime import EPOCH, watermark
 
 BUCKET = "_bucket"
-EPOCH = datetime(1970, 1, 1)
 
 
 def bucket_keys(root: Node) -> list[str]:

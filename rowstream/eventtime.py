@@ -16,9 +16,12 @@ that holds it is still open: it counts exactly, under every placement.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import polars as pl
 
 US = 1_000_000
+EPOCH = datetime(1970, 1, 1)  # event times are UTC wall times, microseconds since it
 LATE = "late"  # the quarantine's rule for a late row
 
 

@@ -101,9 +101,9 @@ def _read_parquet(path: Path) -> pl.DataFrame:
 
 
 def parquet_frame(rows: pl.DataFrame, name: str) -> pl.DataFrame:
-    """The rows of the Parquet file ``name`` as the landed frame, numbered by ``row`` or else in
-    file order: a column missing from the file is null, and a value of another type is cast (null where it does not
-    convert)."""
+    """The rows of the Parquet file ``name`` as the landed frame, numbered by ``row`` or else
+    in file order: a column missing from the file is null, and a value of another type is cast
+    (null where it does not convert)."""
     frame = rows if ROW in rows.columns else rows.with_row_index(ROW, offset=1)
     present = {c: pl.col(c) if c in frame.columns else pl.lit(None) for c in STREAM}
     return frame.select(

@@ -59,12 +59,11 @@ from optimizer.errors import TandemError
 from optimizer.logical import Node
 from rowstream.buckets import evaluate_in_buckets
 from rowstream.dsps import HEARTBEAT, Streaming, apply
-from rowstream.eventtime import LATE, watermark
+from rowstream.eventtime import EPOCH, LATE, watermark
 from rowstream.landing import ROW, landed_files
 from rowstream.native import FILE, Admission, admit_batch, batch_files
 from rowstream.sources import COLUMNS, QUARANTINED
 
-EPOCH = datetime(1970, 1, 1)
 STREAM = "stream"  # the crossing id of the stream's own event times
 HIGH_WATER = "high_water"  # with the native gateway: the latest admitted event (progress)
 QUARANTINE = "quarantine"  # rows a source could not read, with their reason and origin

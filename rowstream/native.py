@@ -36,8 +36,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from optimizer.deployment import Deployment
-from rowstream.eventtime import admit
-from rowstream.landing import ROW, judged, parquet_frame, unreadable
+from rowstream.eventtime import EPOCH, admit
+from rowstream.landing import ROW, judged, landed_files, parquet_frame, unreadable
 from rowstream.sources import COLUMNS
 
 # Integers are read as BIGINT: Spark widens a file's INT32 to it, and a file written with
@@ -47,14 +47,12 @@ SCHEMA = ("id BIGINT, ts TIMESTAMP, value DOUBLE, property BIGINT, plug_id BIGIN
           "household_id BIGINT, house_id BIGINT")
 NARROW = ("property", "plug_id", "household_id", "house_id")
 FILE = "file"  # the name of the file a row came from
-EPOCH = datetime(1970, 1, 1)
 
 
 def fits(directory: str | Path, deployment: Deployment) -> bool:
     """Whether a run reads ``directory`` natively: its files are Parquet (and there is at least
     one, to know), and Spark runs no stateful operator below a crossing."""
-    names = [p.name for p in Path(directory).iterdir() if not p.name.startswith((".", "_"))]
-    landed = [n for n in names if n.endswith((".csv", ".parquet"))]
+    landed = landed_files(directory)
     return (bool(landed) and all(n.endswith(".parquet") for n in landed)
             and not any(node.instantiated for node in deployment.crossings))
 

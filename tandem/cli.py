@@ -119,8 +119,8 @@ def generate_command(
         task = progress.add_task(f"writing {file_format} files", total=plugs.batch_count(
             duration + (max_delay if disorder else 0.0), file_seconds))
         paths = plugs.write_files(directory, duration, file_seconds,
-                                on_file=lambda _: progress.advance(task), disorder=shape,
-                                file_format=file_format)
+                                  on_file=lambda _: progress.advance(task), disorder=shape,
+                                  file_format=file_format)
     order = f", out of order by up to {max_delay:g} s" if disorder else ""
     console.print(f"{len(paths)} files, {round(rate * duration):,} readings{order} in "
                   f"{_short(directory)}. Run a query over them with: tandem run q1 --source "

@@ -91,12 +91,12 @@ def warmup_stream(rate: float, warmup: float) -> Iterator[pa.Table]:
 
 
 def land(directory: Path, rate: float, warmup: float, measure: float, span: float,
-         warmup_format: str | None, file_format: str) -> Path:
+         file_format: str, preloaded: bool) -> Path:
     """The files a measurement reads: the warm-up in files of a minute (unless it was
-    preloaded: ``warmup_format`` None), then a file per ``span`` of the measured event time."""
+    preloaded), then a file per ``span`` of the measured event time."""
     plugs = SmartPlugs(rate=rate)
-    if warmup_format:
-        plugs.write_files(directory, warmup, WARMUP_SPAN, file_format=warmup_format)
+    if not preloaded:
+        plugs.write_files(directory, warmup, WARMUP_SPAN, file_format=file_format)
     plugs.write_files(directory, warmup + measure, span, file_format=file_format, begin=warmup)
     return directory
 
@@ -136,8 +136,8 @@ def capacity(plan: Explanation, rate: float, *, warmup: float, measure: float,
             store.close()
         source = "generator"
         if landed:
-            source = str(land(Path(tmp) / "landing", rate, warmup, measure, span,
-                              None if loaded else landed, landed))
+            source = str(land(Path(tmp) / "landing", rate, warmup, measure, span, landed,
+                              preloaded=loaded))
         started = time.perf_counter()
         run(plan.query.stem, rate=rate, duration=warmup + measure, batch=span, source=source,
             available_now=bool(landed),

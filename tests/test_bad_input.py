@@ -43,18 +43,18 @@ def planted_parquet(tmp_path_factory):
                                              ("q1", "auto")])
 def test_bad_input_is_quarantined_and_the_rest_is_exact(tmp_path, planted, catalog, profile,
                                                         reliability, name, placement):
-    assert_quarantined_and_exact(tmp_path, planted, catalog, reliability, profile, name,
+    assert_quarantined_and_exact(tmp_path, planted, catalog, profile, reliability, name,
                                  placement, "python")
 
 
 @pytest.mark.parametrize("name, placement", [("q5", "duckdb"), ("q1", "auto")])
 def test_bad_parquet_input_through_the_native_gateway(tmp_path, planted_parquet, catalog,
                                                       profile, reliability, name, placement):
-    assert_quarantined_and_exact(tmp_path, planted_parquet, catalog, reliability, profile, name,
+    assert_quarantined_and_exact(tmp_path, planted_parquet, catalog, profile, reliability, name,
                                  placement, "native")
 
 
-def assert_quarantined_and_exact(tmp_path, planted, catalog, reliability, profile, name,
+def assert_quarantined_and_exact(tmp_path, planted, catalog, profile, reliability, name,
                                  placement, gateway):
     landing, expected = planted
     summary = run(name, placement=placement, source=str(landing), lateness=LATENESS,
