@@ -107,12 +107,13 @@ whose key appears twice.
 
 ## Bad input
 
-Every class planted in one landing directory (`tests/bad_input.py`): {', '.join(s['bad_input_classes'])}.
+Every class planted in one landing directory of CSV files, and the Parquet classes in one of
+Parquet files read by the native gateway (`tests/bad_input.py`): {', '.join(s['bad_input_classes'])}.
 Good rows + quarantined rows = rows read in every run, and the results equal the reference over
 the good rows. Great Expectations and the gateway's vectorised checks flag the same rows
 (`tests/test_expectations.py`). Reproduce: `{pytest_command('bad_input')}`
 
-{rows('bad_input', ['query', 'placement', 'rows_read', 'rows_processed', 'rows_quarantined', 'result_rows', 'rows_lost', 'rows_duplicated'])}
+{rows('bad_input', ['query', 'placement', 'gateway', 'rows_read', 'rows_processed', 'rows_quarantined', 'result_rows', 'rows_lost', 'rows_duplicated'])}
 
 ## Kill points
 
@@ -132,8 +133,10 @@ with the reference. Reproduce: `{pytest_command('fault')}` (the full disk needs 
 
 ## Disorder
 
-Q1, Q3, Q5 and Q6 under 8 placements each over a disordered landing directory
-(`tandem generate --disorder`: about half the readings out of order, a tail up to 4.5 s), with
+Q1, Q3, Q5 and Q6 under 8 placements each over a disordered landing directory of CSV files
+(`tandem generate --disorder`: about half the readings out of order, a tail up to 4.5 s), and
+under pure-DuckDB and the optimiser's plan over the same stream as Parquet files, read by Spark's
+own Parquet source (gateway `native`, `rowstream/native.py`), with
 L above the largest delay (nothing late, results = reference) and below it (late readings
 quarantined, results = reference over the rest). Reproduce: `{pytest_command('disorder')}`
 
@@ -144,7 +147,7 @@ trail by more are those where Spark joins rows with the windows that hold them (
 Spark delays such a join's output watermark by the window size, so its last windows are
 emitted only once later files move event time on (`rowstream/sources.py`).
 
-{rows('disorder', ['query', 'placement', 'lateness', 'readings', 'late', 'exact', 'rows_lost', 'rows_duplicated', 'output_lag_seconds'])}
+{rows('disorder', ['query', 'placement', 'gateway', 'lateness', 'readings', 'late', 'exact', 'rows_lost', 'rows_duplicated', 'output_lag_seconds'])}
 
 ## Console escapes
 
