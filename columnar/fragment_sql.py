@@ -47,6 +47,8 @@ from optimizer.physical import PhysicalPlan
 WINDOW_ENDS = "window_ends"
 PANE = "_pane"
 ROWS = "__input"  # what the SQL that fills an input or pane table reads: the rows appended
+LAST_PANE = "_last_pane"  # of a window_end evaluated
+LISTS, ELEMENT = "_rows", "x"  # a pane's rows as one list (a correlated aggregate), one row of it
 # Partial aggregates per pane, and how a window combines them (AVG: a sum and a count).
 PARTIALS = {"COUNT": (("COUNT", ""),), "SUM": (("SUM", ""),), "MIN": (("MIN", ""),),
             "MAX": (("MAX", ""),), "AVG": (("SUM", "_sum"), ("COUNT", "_n"))}
@@ -145,10 +147,15 @@ def _translate(name: str, member_ids: tuple[str, ...], plan: LogicalPlan) -> Fra
             relation[node] = input_relation(node)
             return relation[node]
         pane_table = _pane_table(node, members, plan)
+        correlated = None if pane_table else _correlated(node, members, plan)
         if pane_table:
             inputs.setdefault(pane_table.source.table, pane_table.source)
             panes.append(pane_table)
             ctes.append((ids[node], _combine_panes(node, pane_table.table)))
+        elif correlated:
+            inputs.setdefault(correlated.rows.source.table, correlated.rows.source)
+            panes.append(correlated.rows)
+            ctes.append((ids[node], correlated.sql(visit(correlated.other))))
         else:
             children = [visit(c) for c in node.inputs]
             ctes.append((ids[node], _operator_sql(node, children)))
@@ -163,13 +170,12 @@ def _translate(name: str, member_ids: tuple[str, ...], plan: LogicalPlan) -> Fra
     return Fragment(name, member_ids, tuple(inputs.values()), root.columns, sql, tuple(panes))
 
 
-def _stream_input(node: Node, members: frozenset[Node]) -> Node | None:
-    """The relation of windowed-stream rows an aggregate of the fragment reads through its
-    selections and projections (None if it reads anything else)."""
-    below = node.inputs[0]
-    while below in members and isinstance(below, Select | Project):
-        below = below.inputs[0]
-    return None if below in members or below.instantiated else below
+def _stream_below(node: Node, members: frozenset[Node]) -> Node | None:
+    """The relation of windowed-stream rows that ``node`` is, through the fragment's selections
+    and projections (None if it is anything else)."""
+    while node in members and isinstance(node, Select | Project):
+        node = node.inputs[0]
+    return None if node in members or node.instantiated else node
 
 
 def _pane_table(node: Node, members: frozenset[Node], plan: LogicalPlan) -> PaneTable | None:
@@ -177,7 +183,7 @@ def _pane_table(node: Node, members: frozenset[Node], plan: LogicalPlan) -> Pane
     can compute (module docstring)."""
     if not isinstance(node, Aggregate) or any(a.func not in PARTIALS for a in node.aggregates):
         return None
-    stream = _stream_input(node, members)
+    stream = _stream_below(node.inputs[0], members)
     if stream is None:
         return None
     source = input_table(stream, plan)
@@ -233,9 +239,140 @@ def _combine_panes(node: Aggregate, panes: FragmentInput) -> exp.Expression:
             select.append(exp.column(c, "p"))
     keys = [exp.column(k, "p") for k in node.group_by if k not in WINDOW_COLUMNS]
     return (exp.select(*select).from_(exp.to_table(panes.table).as_("p"))
-            .join(_window_panes(panes).as_("e"),
-                  on=exp.EQ(this=exp.column(PANE, "p"), expression=exp.column(PANE, "e")))
+            .join(_window_ends_last_pane(panes), on=_in_window(panes, "p"))
             .group_by(*keys, exp.column("window_end", "e")))
+
+
+@dataclass(frozen=True)
+class Correlated:
+    """An aggregate over the rows of a window joined to a relation of the same window (a
+    correlated aggregate: Q1 counts the readings above 90 % of their window's maximum), read
+    from the rows of each (group, pane) kept as one list (module docstring)."""
+
+    node: Aggregate
+    rows: PaneTable  # the rows' lists per (group, pane)
+    other: Node  # the relation joined to the rows
+    keys: tuple[tuple[str, str], ...]  # (column of the lists, column of ``other``)
+    groups: tuple[str, ...]  # the aggregate's keys, columns of the lists
+    kept: exp.Expression | None  # over an element x: does the row pass the predicates
+    args: dict[str, exp.Expression | None]  # each aggregate's argument over an element x
+
+    def sql(self, other: str) -> exp.Expression:
+        """The aggregate for every window_end evaluated: the lists of its W/β panes joined to
+        the other relation's row of the window, filtered, then combined."""
+        kept = exp.column(LISTS, "p")
+        if self.kept is not None:
+            kept = _list_func("LIST_FILTER", kept, self.kept)
+        count = exp.func("SUM", exp.func("LEN", kept.copy()))
+        select = []
+        for c in self.node.columns:
+            if c == "window_end":
+                select.append(exp.column("window_end", "e"))
+            elif c == "window_start":
+                select.append(exp.alias_(_window_start(self.rows.table.window_size), c))
+            elif c in self.args:
+                select.append(exp.alias_(self._combine(c, kept, count), c))
+            else:
+                select.append(exp.column(c, "p"))
+        on = [exp.EQ(this=exp.column(k, "p"), expression=exp.column(o, "r"))
+              for k, o in self.keys]
+        on.append(exp.EQ(this=exp.column("window_end", "e"),
+                         expression=exp.column("window_end", "r")))
+        return (exp.select(*select).from_(exp.to_table(self.rows.table.table).as_("p"))
+                .join(_window_ends_last_pane(self.rows.table), on=_in_window(self.rows.table, "p"))
+                .join(exp.to_table(other).as_("r"), on=exp.and_(*on))
+                .group_by(*[exp.column(g, "p") for g in self.groups],
+                          exp.column("window_end", "e"))
+                # A window with no row left gives no group, as the join and the filter would.
+                .having(exp.GT(this=count.copy(), expression=exp.Literal.number(0))))
+
+    def _combine(self, name: str, kept: exp.Expression, count: exp.Expression) -> exp.Expression:
+        func, arg = next(a.func for a in self.node.aggregates if a.name == name), self.args[name]
+        if arg is None:  # COUNT(*)
+            return exp.cast(count.copy(), "BIGINT")
+        present = exp.func("SUM", exp.func("LEN", _list_func(
+            "LIST_FILTER", kept.copy(), exp.Not(this=exp.Is(this=arg.copy(), expression=exp.Null())))))
+        values = _list_func("LIST_TRANSFORM", kept.copy(), arg)
+        if func == "COUNT":
+            return exp.cast(present, "BIGINT")
+        if func == "AVG":
+            return exp.Div(this=exp.func("SUM", exp.func("LIST_SUM", values)), expression=present)
+        return exp.func(func, exp.func(f"LIST_{func}", values))
+
+
+def _list_func(name: str, items: exp.Expression, body: exp.Expression) -> exp.Expression:
+    """``name(items, lambda x: body)``, where x is one row of a list."""
+    return exp.func(name, items, exp.Lambda(this=body.copy(),
+                                            expressions=[exp.to_identifier(ELEMENT)]))
+
+
+def _of_element(e: exp.Expression) -> exp.Expression:
+    """``e`` over the stored columns of one row as over a list's element x."""
+    return e.transform(lambda n: exp.column(n.name, ELEMENT)
+                       if isinstance(n, exp.Column) and not n.table else n)
+
+
+def _correlated(node: Node, members: frozenset[Node], plan: LogicalPlan) -> Correlated | None:
+    """The aggregate as a correlated aggregate over lists of rows per pane, if it is one: it
+    reads, through selections and projections, a join of a windowed stream's rows (the rows
+    side) with another relation at equal window_end, and its keys are the rows' own."""
+    if not isinstance(node, Aggregate) or any(a.func not in PARTIALS for a in node.aggregates):
+        return None
+    join = node.inputs[0]
+    while join in members and isinstance(join, Select | Project):
+        join = join.inputs[0]
+    if join not in members or not isinstance(join, Join):
+        return None
+    above, columns = stateless_rows(node.inputs[0], base=join)  # over the join's columns
+    left = set(join.left.columns)
+    for side, other, keys in ((join.left, join.right, join.keys),
+                              (join.right, join.left, [(r, l) for l, r in join.keys])):
+        stream = _stream_below(side, members)
+        source = None if stream is None else input_table(stream, plan)
+        if source is None or source.panes_per_window is None:
+            continue
+        predicates, stored = stateless_rows(side, base=stream)
+        # The join's columns over the rows' stored columns, the other relation's row r and the
+        # window e; the other side's keys equal the rows' (the rule needs the rows' own keys).
+        equal = {theirs: stored[mine] for mine, theirs in keys}
+        joined = {"window_end": exp.column("window_end", "e"),
+                  "window_start": _window_start(source.window_size)}
+        joined.update({c: stored[c] if (c in left) == (side is join.left)
+                       else equal.get(c, exp.column(c, "r"))
+                       for c in join.columns if c not in WINDOW_COLUMNS})
+        groups = {k: substitute(columns.get(k, exp.column(k)), joined)
+                  for k in node.group_by if k not in WINDOW_COLUMNS}
+        if any(c.table for g in groups.values() for c in g.find_all(exp.Column)):
+            continue  # a key is not the rows' own: one list would feed several groups
+        by_sql = {g.sql(dialect=DUCKDB): k for k, g in groups.items()}
+        list_keys, on = dict(groups), []
+        for mine, theirs in keys:
+            name = by_sql.get(stored[mine].sql(dialect=DUCKDB), f"_{mine}")
+            list_keys[name] = stored[mine]
+            on.append((name, theirs))
+        conditions = [substitute(p, joined) for p in above]
+        if join.condition is not None:
+            conditions.append(substitute(join.condition, joined))
+        args = {a.name: None if a.arg is None else substitute(substitute(a.arg, columns), joined)
+                for a in node.aggregates}
+        read = sorted({c.name for e in (*conditions, *filter(None, args.values()))
+                       for c in e.find_all(exp.Column) if not c.table})
+        element = exp.Struct(expressions=[exp.PropertyEQ(this=exp.to_identifier(c),
+                                                         expression=exp.column(c)) for c in read])
+        pane = exp.maybe_parse(_pane_of(source.time_column, source.slide_us), dialect=DUCKDB)
+        select = [exp.alias_(e.copy(), n) for n, e in list_keys.items()]
+        select += [exp.alias_(pane, PANE), exp.alias_(exp.func("LIST", element), LISTS)]
+        query = (exp.select(*select).from_(ROWS)
+                 .group_by(*[e.copy() for e in list_keys.values()], pane.copy()))
+        if predicates:
+            query = query.where(exp.and_(*[p.copy() for p in predicates]))
+        table = FragmentInput(f"panes_{plan.ids[node]}", (*list_keys, PANE, LISTS),
+                              source.window_size, None, source.slide)
+        kept = exp.and_(*[_of_element(c) for c in conditions]) if conditions else None
+        return Correlated(node, PaneTable(table, source, query.sql(dialect=DUCKDB)), other,
+                          tuple(on), tuple(groups), kept,
+                          {n: None if a is None else _of_element(a) for n, a in args.items()})
+    return None
 
 
 def _pane_of(time_column: str, slide_us: int) -> str:
@@ -243,12 +380,20 @@ def _pane_of(time_column: str, slide_us: int) -> str:
     return f"(epoch_us({time_column}) // {slide_us} + 1)"
 
 
-def _window_panes(table: FragmentInput) -> exp.Subquery:
-    """(window_end, _pane) for every pane of every window_end evaluated."""
-    pane = f"epoch_us(window_end) // {table.slide_us} - k"
+def _window_ends_last_pane(table: FragmentInput) -> exp.Expression:
+    """The window_ends evaluated (``e``), each with its last pane K (it ends at K·β)."""
     return exp.maybe_parse(
-        f"(SELECT window_end, {pane} AS {PANE} FROM {WINDOW_ENDS}, "
-        f"range(0, {table.panes_per_window}) AS r(k))", dialect=DUCKDB)
+        f"(SELECT window_end, epoch_us(window_end) // {table.slide_us} AS {LAST_PANE} "
+        f"FROM {WINDOW_ENDS}) AS e", dialect=DUCKDB)
+
+
+def _in_window(table: FragmentInput, alias: str) -> exp.Expression:
+    """Is the pane of a row (or partial) of ``alias`` one of e's window, K - W/β + 1 … K? A
+    range, not an equi-join with every pane of the window: DuckDB then reads only the row
+    groups whose panes can match, by their zone maps (purged rows stay in their row groups)."""
+    return exp.maybe_parse(
+        f"{alias}.{PANE} > e.{LAST_PANE} - {table.panes_per_window} "
+        f"AND {alias}.{PANE} <= e.{LAST_PANE}", dialect=DUCKDB)
 
 
 def _window_start(size: float) -> exp.Expression:
@@ -278,8 +423,7 @@ def _expand(table: FragmentInput, columns: tuple[str, ...]) -> exp.Expression:
             select.append(exp.column(c, "s"))
     rows = exp.select(*select).from_(exp.to_table(table.table).as_("s"))
     if table.panes_per_window is not None:
-        return rows.join(_window_panes(table).as_("e"), on=exp.EQ(
-            this=exp.column(PANE, "s"), expression=exp.column(PANE, "e")))
+        return rows.join(_window_ends_last_pane(table), on=_in_window(table, "s"))
     ts = exp.column(table.time_column, "s")
     return rows.join(exp.to_table(WINDOW_ENDS).as_("e"),
                      on=exp.and_(exp.GTE(this=ts, expression=start),

@@ -16,7 +16,7 @@ import duckdb
 import sqlglot
 from sqlglot import exp
 
-from columnar.fragment_sql import PANE, WINDOW_ENDS, Fragment
+from columnar.fragment_sql import PANE, ROWS, WINDOW_ENDS, Fragment
 
 ROW_LIMIT = 200
 STATEMENT_TIMEOUT = 2.0  # seconds a console statement may run
@@ -105,13 +105,14 @@ def explain_fragment(fragment: Fragment, types: dict[str, str]) -> str:
     (``types``: column → SQL type; window bounds are timestamps, other columns doubles)."""
     con = duckdb.connect()
     try:
-        tables = {t.table: t.columns for t in fragment.inputs}
-        tables.update({p.table.table: p.table.columns for p in fragment.panes})
-        for name, columns in tables.items():
-            typed = [f'"{c}" {_type(c, types)}' for c in columns]
-            if any(t.table == name and t.panes_per_window is not None for t in fragment.inputs):
-                typed.append(f"{PANE} BIGINT")
-            con.execute(f"CREATE TABLE {name} ({', '.join(typed)}, _batch BIGINT)")
+        for table in fragment.inputs:  # filled from empty rows as the store fills them
+            typed = ", ".join(f'"{c}" {_type(c, types)}' for c in table.columns)
+            con.execute(f"CREATE TABLE {ROWS} ({typed})")
+            con.execute(f"CREATE TABLE {table.table} AS {table.stored_sql()}")
+            for pane in fragment.panes:
+                if pane.source.table == table.table:
+                    con.execute(f"CREATE TABLE {pane.table.table} AS {pane.sql}")
+            con.execute(f"DROP TABLE {ROWS}")
         con.execute(f"CREATE TABLE {WINDOW_ENDS} (window_end TIMESTAMP)")
         return "\n".join(row[1] for row in con.execute("EXPLAIN " + fragment.sql).fetchall())
     finally:

@@ -50,7 +50,9 @@ def lost_and_duplicated(got: pl.DataFrame, want: pl.DataFrame) -> tuple[int, int
 
 
 def query_sql(name: str) -> str:
-    return (QUERIES / f"{name}.sql").read_text()
+    """A query of queries/ by name, or tests/data/<name>.sql."""
+    path = QUERIES / f"{name}.sql"
+    return (path if path.exists() else ROOT / "tests" / "data" / f"{name}.sql").read_text()
 
 
 @pytest.fixture(scope="session")
