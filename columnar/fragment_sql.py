@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from optimizer.cost import DUCKDB
+from optimizer.deployment import Deployment
 from optimizer.logical import (
     WINDOW_COLUMNS,
     Aggregate,
@@ -95,15 +96,42 @@ class PaneTable:
 class Fragment:
     id: str  # dbop_N
     members: tuple[str, ...]
-    inputs: tuple[FragmentInput, ...]
+    inputs: tuple[FragmentInput, ...]  # the tables whose rows it reads
     columns: tuple[str, ...]  # of the result
     sql: str
     panes: tuple[PaneTable, ...] = ()
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        """The tables its SQL reads, besides window_ends."""
+        return (*(t.table for t in self.inputs), *(p.table.table for p in self.panes))
+
+    @property
+    def sources(self) -> tuple[FragmentInput, ...]:
+        """Every table that the rows arriving feed: those it reads, and the sources of its pane
+        tables (the store needs not keep the rows of a source that it reads through panes
+        only)."""
+        tables = {t.table: t for t in (*self.inputs, *(p.source for p in self.panes))}
+        return tuple(tables.values())
 
 
 def fragments(physical: PhysicalPlan) -> list[Fragment]:
     """The DuckDB query of every DB-op of a physical plan, in the order of ``physical.db_ops``."""
     return [_translate(op.id, op.members, physical.logical) for op in physical.db_ops]
+
+
+def rows_kept(deployment: Deployment, fragments: list[Fragment]) -> set[str]:
+    """The input tables whose rows the store keeps: those a DB-op reads as rows, and those of
+    the crossings that Spark reads back after the MIG (the rows of the others feed pane tables
+    only, and are not kept)."""
+    plan = deployment.physical.logical
+    kept = {t.table for f in fragments for t in f.inputs}
+    read = {plan.relation_ids[i] for s in deployment.steps if not s.in_duckdb
+            for i in s.node.inputs}
+    read.add(plan.relation_ids[plan.root])
+    kept.update(input_table(n, plan).table for n in deployment.crossings
+                if plan.relation_ids[n] in read)
+    return kept
 
 
 def input_table(node: Node, plan: LogicalPlan) -> FragmentInput:
@@ -149,11 +177,9 @@ def _translate(name: str, member_ids: tuple[str, ...], plan: LogicalPlan) -> Fra
         pane_table = _pane_table(node, members, plan)
         correlated = None if pane_table else _correlated(node, members, plan)
         if pane_table:
-            inputs.setdefault(pane_table.source.table, pane_table.source)
             panes.append(pane_table)
             ctes.append((ids[node], _combine_panes(node, pane_table.table)))
         elif correlated:
-            inputs.setdefault(correlated.rows.source.table, correlated.rows.source)
             panes.append(correlated.rows)
             ctes.append((ids[node], correlated.sql(visit(correlated.other))))
         else:

@@ -105,7 +105,7 @@ def explain_fragment(fragment: Fragment, types: dict[str, str]) -> str:
     (``types``: column → SQL type; window bounds are timestamps, other columns doubles)."""
     con = duckdb.connect()
     try:
-        for table in fragment.inputs:  # filled from empty rows as the store fills them
+        for table in fragment.sources:  # filled from empty rows as the store fills them
             typed = ", ".join(f'"{c}" {_type(c, types)}' for c in table.columns)
             con.execute(f"CREATE TABLE {ROWS} ({typed})")
             con.execute(f"CREATE TABLE {table.table} AS {table.stored_sql()}")

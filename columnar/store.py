@@ -153,17 +153,20 @@ class ColumnarStore:
                              f"SELECT *, ?::BIGINT AS _batch FROM ({sql})", [batch_id])[0][0]
 
     def append_input(self, query: str, table: FragmentInput, rows: pa.Table, batch_id: int,
-                     panes: Iterable[PaneTable] = (), source: str = "SELECT * FROM __rows") -> int:
+                     panes: Iterable[PaneTable] = (), source: str = "SELECT * FROM __rows",
+                     keep: bool = True) -> None:
         """Append a relation's rows to its input table (a windowed stream's with their pane)
-        and their partial aggregates to the pane tables it feeds. ``source``: SQL over the
-        Arrow rows (``__rows``) that gives the relation's rows."""
+        and what the pane tables they feed keep of them. ``source``: SQL over the Arrow rows
+        (``__rows``) that gives the relation's rows; ``keep``: False when nothing reads the
+        rows themselves (``fragment_sql.rows_kept``)."""
         def over(sql: str) -> str:
             return f"WITH {ROWS} AS ({source}) {sql}"
 
         for pane in panes:
             if pane.source.table == table.table:
                 self.append(query, pane.table.table, rows, batch_id, over(pane.sql))
-        return self.append(query, table.table, rows, batch_id, over(table.stored_sql()))
+        if keep:
+            self.append(query, table.table, rows, batch_id, over(table.stored_sql()))
 
     def rebuild_panes(self, query: str, pane: PaneTable) -> None:
         """Compute a pane table anew from the rows its source table holds."""

@@ -51,7 +51,7 @@ from pyspark.sql import functions as F
 
 from columnar.crash import JVM, crash_point
 from columnar.crash import VARIABLE as CRASH
-from columnar.fragment_sql import fragments, input_table, read_sql
+from columnar.fragment_sql import fragments, input_table, read_sql, rows_kept
 from columnar.store import ColumnarStore
 from optimizer.catalog import DEFAULT_TIME_DISTANCE
 from optimizer.deployment import Deployment
@@ -146,7 +146,9 @@ class Mig:
         # Every table of the part after the MIG: the crossings', and those of Spark operators'
         # rows that a DB-op reads.
         self.panes = [p for f in self.fragments.values() for p in f.panes]
-        tables = {t.table: t for t in (input_table(n, plan) for n in self.crossings.values())}
+        self.kept = rows_kept(self.deployment, list(self.fragments.values()))
+        tables = {t.table: t for t in (input_table(n, plan) for n in self.crossings.values())
+                  if t.table in self.kept}
         for fragment in self.fragments.values():
             tables.update({t.table: t for t in fragment.inputs})
         tables.update({p.table.table: p.table for p in self.panes})
@@ -278,8 +280,9 @@ class Mig:
             if rid == self.root and self.direct:
                 results = self._final(rows)
             else:
-                self.store.append_input(self.query, input_table(node, self.plan), rows, batch_id,
-                                        self.panes)
+                table = input_table(node, self.plan)
+                self.store.append_input(self.query, table, rows, batch_id, self.panes,
+                                        keep=table.table in self.kept)
         crash_point("arrival", batch_id)
         self.store.arrived(self.query, batch_id, first_ts, frontiers)
         rules = {c["values"]: c["counts"]

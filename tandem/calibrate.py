@@ -322,7 +322,7 @@ def _duckdb(model: _Model) -> dict[tuple[str, str], Fitted]:
         def evaluation(sql: str, rate: float) -> float:
             fragment = fragments(model.optimization(sql, rate, "duckdb", {}).plan)[0]
             schema = f"rate_{rate}"  # one per rate, its window loaded once
-            for table in fragment.inputs:
+            for table in fragment.sources:
                 if (schema, table.table) not in loaded:
                     store.create(schema)
                     rows = SmartPlugs(rate=rate).between(0, size).select(list(table.columns))

@@ -367,7 +367,7 @@ def render(result: Explanation) -> None:
     console.print(summary)
     for fragment in result.fragments:
         console.print(f"\n[{ENGINE_STYLE['duckdb']}]{fragment.id}[/] DuckDB SQL "
-                      f"(reads {', '.join(i.table for i in fragment.inputs)}, window_ends):")
+                      f"(reads {', '.join(fragment.reads)}, window_ends):")
         console.print(Syntax(fragment.sql, "sql", theme="ansi_dark", word_wrap=True))
 
 

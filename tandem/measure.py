@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from columnar.fragment_sql import input_table
+from columnar.fragment_sql import input_table, rows_kept
 from columnar.store import ColumnarStore
 from optimizer.deployment import deploy
 from optimizer.logical import stateless_rows
@@ -69,15 +69,18 @@ def preload(store: ColumnarStore, plan: Explanation, stream: Iterable[pa.Table],
     name, logical = plan.query.stem, physical.logical
     store.create(name, fresh=True)
     panes = [p for f in plan.fragments for p in f.panes]
+    deployment = deploy(physical)
+    kept = rows_kept(deployment, plan.fragments)
     crossings = []
-    for node in deploy(physical).crossings:
+    for node in deployment.crossings:
         predicates, columns = stateless_rows(node)
         select = ", ".join(f'{e.sql(dialect="duckdb")} AS "{c}"' for c, e in columns.items())
         where = " AND ".join(f"({p.sql(dialect='duckdb')})" for p in predicates) or "TRUE"
         crossings.append((input_table(node, logical), f"SELECT {select} FROM __rows WHERE {where}"))
     for part, rows in enumerate(stream):  # batch ids -1, -2, ...: before the run's first
         for table, source in crossings:
-            store.append_input(name, table, rows, -1 - part, panes, source=source)
+            store.append_input(name, table, rows, -1 - part, panes, source=source,
+                               keep=table.table in kept)
     slide = logical.root.slide
     start = EPOCH + timedelta(seconds=DEBS_START)
     end = start + timedelta(seconds=math.floor(seconds / slide) * slide)

@@ -39,7 +39,7 @@ def run_fragment(fragment, tables: dict[str, list[tuple]]) -> list[tuple]:
     con.execute("SET TimeZone = 'UTC'")
     con.execute("CREATE TABLE window_ends (window_end TIMESTAMP)")
     con.executemany("INSERT INTO window_ends VALUES (?)", [(at(s),) for s in WINDOW_ENDS])
-    for table in fragment.inputs:
+    for table in fragment.sources:
         columns = ", ".join(f"{c} {TYPES.get(c, 'BIGINT')}" for c in table.columns)
         con.execute(f"CREATE TABLE {ROWS} ({columns})")
         if tables[table.table]:
@@ -75,7 +75,7 @@ Q1_EXPECTED = sorted([
 def test_q1_fragment_gives_the_hand_computed_counts(catalog, profile, placement, table, keep):
     result = optimize(query_sql("q1"), catalog, profile, 1000, placement=placement)
     [fragment] = fragments(result.plan)
-    assert [t.table for t in fragment.inputs] == [table]  # the CTE read twice moves once
+    assert [t.table for t in fragment.sources] == [table]  # the CTE read twice moves once
     assert run_fragment(fragment, {table: stream_rows(keep)}) == Q1_EXPECTED
 
 
@@ -84,7 +84,7 @@ def test_q3_fragment_reads_a_spark_aggregate_tagged_with_window_end(catalog, pro
                  "join_1=duckdb,project_1=duckdb")
     result = optimize(query_sql("q3"), catalog, profile, 1000, placement=placement)
     [fragment] = fragments(result.plan)
-    assert {t.table: t.window_size for t in fragment.inputs} == {"in_aggregate_1": None,
+    assert {t.table: t.window_size for t in fragment.sources} == {"in_aggregate_1": None,
                                                                  "in_select_2": 60}
     five_minutes = [(1, 1, 1, at(60), 100.0, 63.75), (1, 1, 2, at(60), 5.0, 5.0)]
     rows = run_fragment(fragment, {

@@ -99,7 +99,7 @@ def test_duckdb_fragments_of_every_placement_match_the_reference(catalog, profil
         for fragment in fragments(physical):
             store = ColumnarStore(":memory:")
             store.create(name)
-            for table in fragment.inputs:
+            for table in fragment.sources:
                 node = physical.logical.by_id[table.table.removeprefix("in_")]
                 rows = (truth.relation(node) if table.window_size is None
                         else stream_rows(node, streams)).select(table.columns)

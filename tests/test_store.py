@@ -30,7 +30,7 @@ def test_evaluating_in_one_pass_or_slide_by_slide_gives_the_same_rows(tmp_path, 
     rows = SmartPlugs(rate=10, houses=2, households_per_house=2, plugs=6).between(0, 400)
     store = ColumnarStore(tmp_path / "t.duckdb")
     store.create("q5")
-    store.append_input("q5", q5.inputs[0], rows, 0, q5.panes)
+    store.append_input("q5", q5.sources[0], rows, 0, q5.panes)
     ends = [START + timedelta(seconds=s) for s in range(300, 400)]
     together = store.evaluate("q5", q5.sql, ends)
     apart = pa.concat_tables(store.evaluate("q5", q5.sql, [e]) for e in ends)
@@ -44,10 +44,10 @@ def test_purge_keeps_exactly_what_open_windows_need(tmp_path, q5):
     rows = SmartPlugs(rate=10, houses=2, households_per_house=2, plugs=6).between(0, 400)
     store = ColumnarStore(tmp_path / "t.duckdb")
     store.create("q5")
-    store.append_input("q5", q5.inputs[0], rows, 0, q5.panes)
+    store.append_input("q5", q5.sources[0], rows, 0, q5.panes)
     next_end = START + timedelta(seconds=350)
     before = store.evaluate("q5", q5.sql, [next_end])
-    deleted = store.purge("q5", q5.inputs, next_end)
+    deleted = store.purge("q5", q5.sources, next_end)
     # 5-minute windows ending at 350 s or later need rows from 50 s on: 10 rows/s * 50 s go.
     assert deleted == 500 and store.rows("q5", "in_window_1") == 3500
     # ... and the panes from the one of [50 s, 51 s) on.
@@ -65,12 +65,12 @@ def test_replayed_batches_replace_their_rows_results_and_progress(tmp_path, q5):
     store.create("q5")
     result = pa.table({"k": [1, 2], "window_end": pa.array([START, START], pa.timestamp("us"))})
     end = START + timedelta(seconds=1)
-    store.append_input("q5", q5.inputs[0], rows.slice(0, 50), 0, q5.panes)
+    store.append_input("q5", q5.sources[0], rows.slice(0, 50), 0, q5.panes)
     store.arrived("q5", 0, START, {"stream": end})
     store.commit("q5", 0, result, end)
     later = Progress(START, end + timedelta(seconds=1), {"stream": end, "aggregate_1": end})
     for _ in range(2):  # batch 1, then batch 1 again after a restart
-        store.append_input("q5", q5.inputs[0], rows.slice(50), 1, q5.panes)
+        store.append_input("q5", q5.sources[0], rows.slice(50), 1, q5.panes)
         store.arrived("q5", 1, START, later.frontiers)
         store.commit("q5", 1, result.slice(0, 1), later.last_end)
     assert store.rows("q5", "in_window_1") == 100
