@@ -12,8 +12,9 @@ import duckdb
 import pytest
 import sqlglot
 
-from columnar.fragment_sql import LISTS, ROWS, fragments
+from columnar.fragment_sql import LISTS, ROWS, fragments, rows_kept
 from optimizer import optimize
+from optimizer.deployment import deploy
 from tests.conftest import query_sql
 
 T0 = dt.datetime(2014, 9, 1)
@@ -139,3 +140,16 @@ def test_a_correlated_aggregate_reads_the_rows_of_each_pane_as_one_list(catalog,
     [fragment] = fragments(result.plan)
     assert any(LISTS in p.table.columns for p in fragment.panes)
     assert "_windows" not in fragment.sql  # no row is expanded to the windows that hold it
+
+
+@pytest.mark.parametrize("placement, kept", [
+    ("auto", set()),  # Q1's DB-op reads the readings through their lists per pane only
+    ("duckdb", set()),
+    # Spark's join after the MIG reads the readings back, expanded to their windows.
+    ("select_1=spark,select_2=spark,aggregate_1=duckdb,join_1=spark,select_3=spark,"
+     "aggregate_2=spark", {"in_select_1"}),
+])
+def test_the_store_keeps_the_rows_that_something_reads_as_rows(catalog, profile, placement,
+                                                                 kept):
+    physical = optimize(query_sql("q1"), catalog, profile, 20_000, placement=placement).plan
+    assert rows_kept(deploy(physical), fragments(physical)) == kept
