@@ -392,8 +392,11 @@ def _correlated(node: Node, members: frozenset[Node], plan: LogicalPlan) -> Corr
                 for a in node.aggregates}
         read = sorted({c.name for e in (*conditions, *filter(None, args.values()))
                        for c in e.find_all(exp.Column) if not c.table})
+        # A row of the list: the columns the predicates and aggregates read (a COUNT(*) of
+        # every joined row reads none: the list only counts).
         element = exp.Struct(expressions=[exp.PropertyEQ(this=exp.to_identifier(c),
-                                                         expression=exp.column(c)) for c in read])
+                                                         expression=exp.column(c)) for c in read]
+                             ) if read else exp.true()
         pane = exp.maybe_parse(_pane_of(source.time_column, source.slide_us), dialect=DUCKDB)
         select = [exp.alias_(e.copy(), n) for n, e in list_keys.items()]
         select += [exp.alias_(pane, PANE), exp.alias_(exp.func("LIST", element), LISTS)]

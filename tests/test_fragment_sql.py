@@ -134,7 +134,7 @@ def test_fragment_sql_is_duckdb_sql_that_sqlglot_transpiles(catalog, profile, na
             assert run_fragment(fragment, defaultdict(list)) == []  # DuckDB runs it
 
 
-@pytest.mark.parametrize("name", ["q1", "q2", "correlated"])
+@pytest.mark.parametrize("name", ["q1", "q2", "correlated", "correlated_count"])
 def test_a_correlated_aggregate_reads_the_rows_of_each_pane_as_one_list(catalog, profile, name):
     result = optimize(query_sql(name), catalog, profile, 20_000, placement="duckdb")
     [fragment] = fragments(result.plan)

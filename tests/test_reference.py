@@ -80,7 +80,8 @@ def placements(n: int, limit: int | None):
 
 @pytest.mark.integration
 @pytest.mark.parametrize("name, limit", [("q1", None), ("q2", None), ("q3", None), ("q4", None),
-                                         ("q5", None), ("q6", 64), ("correlated", None)])
+                                         ("q5", None), ("q6", 64), ("correlated", None),
+                                         ("correlated_count", 16)])
 def test_duckdb_fragments_of_every_placement_match_the_reference(catalog, profile, name, limit):
     # 7 minutes at 3 tuples/s from 6 plugs in 2 houses: the 5-minute windows fill and slide,
     # and every plug reports a load every 4 s.
