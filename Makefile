@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit integration bench lint clean airflow browser
+.PHONY: demo test unit integration bench lint clean airflow browser peers
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -39,8 +39,18 @@ unit: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/optimizer_bench.py
 
+# Flink SQL, the benchmark's peer (bench/peers/flink.py): apache-flink pins py4j, pandas and
+# pyarrow below what Spark 4 and DuckDB need, so it has a virtual environment of its own.
+FLINK := .venv-flink
+$(FLINK)/.installed:
+	@test -x $(FLINK)/bin/python || $(PYTHON) -m venv $(FLINK)
+	$(FLINK)/bin/python -m pip install --quiet 'apache-flink==2.3.0'
+	@touch $@
+
+peers: $(STAMP) $(FLINK)/.installed
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
 clean:
-	rm -rf $(VENV) .tandem .airflow .pytest_cache .hypothesis
+	rm -rf $(VENV) $(FLINK) .tandem .airflow .pytest_cache .hypothesis

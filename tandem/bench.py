@@ -7,7 +7,11 @@ feasibility check, and a sample of the other plans of phase two's space. A place
 measured once per point whatever roles it plays, and the order of the placements rotates from
 rate to rate. A placement found infeasible is not measured at higher rates: its capacity there
 is taken as the one it had (rates only add work). The sweep goes on past the given rates,
-doubling, until every plan is infeasible.
+doubling, until every plan is infeasible. Then bisection narrows the maximum sustainable rate
+of pure-Spark, pure-DuckDB and the optimiser's plan to within 10 % (``PRECISION``): each step
+measures a role's plan at the geometric middle of the largest rate it kept up with and the
+smallest above it that it did not, one step per role in turn, so that a ratio of two maximum
+rates is not a step of the grid.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from tandem.verify import placements
 QUERIES = ("q1", "q2", "q3", "q4", "q5", "q6")
 RATES = (1_000, 2_000, 5_000, 10_000, 20_000, 40_000)
 QUICK = {"queries": ("q1", "q5"), "rates": (2_000, 20_000), "others": 0, "measure": 8.0,
-         "extend": False}
+         "extend": False, "precision": None}
 MAX_RATE = 2_560_000  # the sweep stops here even if a plan keeps up
 # Warm-up rows generated once per (query, rate) and shared by the plans measured there, up to
 # this many (about 2 GB); above it each plan's preload generates them again, part by part: at
@@ -38,6 +42,8 @@ SPARK, DUCKDB, CHOICE, NO_FEASIBILITY, PIPELINED = (
     "optimiser with Ji's C_b check")
 ROLES = (SPARK, DUCKDB, CHOICE, NO_FEASIBILITY, PIPELINED)
 NEAR_BEST = 0.9  # the choice is accurate within 10 % of the best measured capacity
+PRECISION = 1.1  # bisection stops when the smallest rate a plan fell behind at is this close
+BISECTED = {SPARK: "spark", DUCKDB: "duckdb", CHOICE: "auto"}  # role: its --placement
 # pure-Spark runs as the fastest exact design of rowstream.dsps.SPARK_DESIGNS
 # (bench/spark_designs.py measures them); the other plans' Spark operators are the built-ins
 # the cost model knows.
@@ -66,6 +72,7 @@ class Point:
     query: str
     rate: float
     plans: list[Measured] = field(default_factory=list)
+    probe: bool = False  # a bisection step: one role's plan only
 
     def role(self, role: str) -> Measured:
         return next(p for p in self.plans if role in p.roles)
@@ -107,11 +114,37 @@ def sweep(queries=QUERIES, rates=RATES, *, others: int = 2, measure: float = 10.
           extend: bool = True, profile: str | None = None, spark_design: str = SPARK_BASELINE,
           on_progress: Callable[[str], None] | None = None,
           on_point: Callable[[list[Point]], None] | None = None,
-          lateness: float | None = None) -> list[Point]:
+          lateness: float | None = None, precision: float | None = PRECISION) -> list[Point]:
     """Measure every point; ``on_point`` gets the points so far after each one; ``lateness``
-    (default: the catalog's) delays each window's evaluation, not the capacity."""
+    (default: the catalog's) delays each window's evaluation, not the capacity; ``precision``
+    (None: no bisection) how close bisection brings each role's maximum sustainable rate."""
     say = on_progress or (lambda _: None)
     points: list[Point] = []
+
+    def design(roles: list[str]) -> str:
+        return spark_design if SPARK in roles else "built-in"
+
+    def predicted(plan: Explanation, roles: list[str], rate: float) -> float | None:
+        # The cost model prices Spark's built-in operators, not another pure-Spark design.
+        return predicted_capacity(plan, rate) if design(roles) == "built-in" else None
+
+    def measured(plan: Explanation, roles: list[str], rate: float, stream=None) -> Measured:
+        m = Measured(dict(plan.optimization.plan.placement), roles, rate,
+                     predicted(plan, roles, rate))
+        say(f"{plan.query.stem} at {rate:,.0f} tuples/s: {', '.join(roles)}")
+        started = time.perf_counter()
+        found: Capacity = capacity(plan, rate, warmup=_warmup(plan), measure=measure,
+                                   stream=stream, spark_design=design(roles),
+                                   lateness=lateness)
+        m.capacity, m.bound, m.preloaded = found.tuples_per_second, found.bound, found.preloaded
+        m.seconds = time.perf_counter() - started
+        return m
+
+    def add(point: Point) -> None:
+        points.append(point)
+        if on_point:
+            on_point(points)
+
     for query in queries:
         failed_at: dict[str, Measured] = {}  # placement -> its measurement where it fell short
         schedule = list(rates)
@@ -120,55 +153,72 @@ def sweep(queries=QUERIES, rates=RATES, *, others: int = 2, measure: float = 10.
             rate = schedule[k]
             point = Point(query, rate)
             plans = plans_at(query, rate, others, profile)
-            warmup = max(w.size for w in windows(plans[0][2].optimization.logical.root))
+            warmup = _warmup(plans[0][2])
             stream = None
             turn = k % len(plans)
             for placement, roles, plan in plans[turn:] + plans[:turn]:
                 spec = placement_spec(placement)
-                # The cost model prices Spark's built-in operators, not another pure-Spark design.
-                design = spark_design if SPARK in roles else "built-in"
-                m = Measured(placement, roles, rate, predicted_capacity(plan, rate)
-                             if design == "built-in" else None)
                 if spec in failed_at:
                     earlier = failed_at[spec]
-                    m.capacity, m.bound, m.carried_from = (earlier.capacity, earlier.bound,
-                                                           earlier.carried_from or earlier.rate)
+                    m = Measured(placement, roles, rate, predicted(plan, roles, rate),
+                                 earlier.capacity, earlier.bound,
+                                 earlier.carried_from or earlier.rate)
                 else:
-                    say(f"{query} at {rate:,.0f} tuples/s: {', '.join(roles)}")
                     if stream is None and preloadable(plan) and rate * warmup <= SHARED_ROWS:
                         stream = list(warmup_stream(rate, warmup))
-                    started = time.perf_counter()
-                    found: Capacity = capacity(plan, rate, warmup=warmup, measure=measure,
-                                               stream=stream, spark_design=design,
-                                               lateness=lateness)
-                    m.capacity, m.bound, m.preloaded = (found.tuples_per_second, found.bound,
-                                                        found.preloaded)
-                    m.seconds = time.perf_counter() - started
+                    m = measured(plan, roles, rate, stream)
                     if not m.feasible:
                         failed_at[spec] = m
                 point.plans.append(m)
             point.plans.sort(key=lambda p: [r in p.roles for r in ROLES], reverse=True)
-            points.append(point)
-            if on_point:
-                on_point(points)
+            add(point)
             k += 1
             if (extend and k == len(schedule) and any(p.feasible for p in point.plans)
                     and rate * 2 <= MAX_RATE):
                 schedule.append(rate * 2)
+        while precision and (steps := [
+                (role, math.sqrt(lo * hi)) for role in BISECTED
+                for lo, hi in [bracket([p for p in points if p.query == query], role)]
+                if lo and hi and hi / lo > precision]):
+            for role, rate in steps:  # one step per role in turn: the roles interleave
+                rate = float(round(rate, -2))
+                plan = explain(query, rate=rate, profile=profile, placement=BISECTED[role])
+                add(Point(query, rate, [measured(plan, [role], rate)], probe=True))
     return points
+
+
+def bracket(points: list[Point], role: str) -> tuple[float, float | None]:
+    """(the largest rate the role's plan kept up with, the smallest rate above it measured
+    where it fell behind; None if none)."""
+    measured = [m for p in points for m in p.plans
+                if role in m.roles and m.capacity is not None and m.carried_from is None]
+    lo = max((m.rate for m in measured if m.feasible), default=0.0)
+    return lo, min((m.rate for m in measured if not m.feasible and m.rate > lo), default=None)
+
+
+def _warmup(plan: Explanation) -> float:
+    """Event seconds that fill the plan's longest window."""
+    return max(w.size for w in windows(plan.optimization.logical.root))
 
 
 # -- what the figures say ---------------------------------------------------------------------
 
 def max_rate(points: list[Point], role: str) -> float:
-    """The largest rate at which the role's plan kept up (0 if at none)."""
-    return max((p.rate for p in points if p.role(role).feasible), default=0.0)
+    """The largest rate at which the role's plan kept up (0 if at none), bisection's included."""
+    return max((m.rate for p in points for m in p.plans if role in m.roles and m.feasible),
+               default=0.0)
+
+
+def grid(points: list[Point]) -> list[Point]:
+    """The points that measured every plan at their rate (not bisection's steps)."""
+    return [p for p in points if not p.probe]
 
 
 def accuracy(points: list[Point]) -> float:
     """Share of points where the optimiser's plan is within 10 % of the best measured one."""
     good = [p.role(CHOICE).capacity is not None
-            and p.role(CHOICE).capacity >= NEAR_BEST * (p.best().capacity or 0.0) for p in points]
+            and p.role(CHOICE).capacity >= NEAR_BEST * (p.best().capacity or 0.0)
+            for p in grid(points)]
     return sum(good) / len(good) if good else 0.0
 
 
@@ -192,8 +242,8 @@ def summary(points: list[Point]) -> dict:
     out = {"points": [], "queries": {}, "overall": {}}
     for p in points:
         out["points"].append({
-            "query": p.query, "rate": p.rate,
-            "choice": p.role(CHOICE).placement,
+            "query": p.query, "rate": p.rate, "probe": p.probe,
+            "choice": None if p.probe else p.role(CHOICE).placement,
             "plans": [asdict(m) | {"feasible": m.feasible} for m in p.plans]})
     for q in queries:
         mine = [p for p in points if p.query == q]
@@ -217,14 +267,15 @@ def points_from(data: dict) -> list[Point]:
     """The points of a bench.json (``summary``), to write its report again."""
     fields = set(Measured.__dataclass_fields__)
     return [Point(p["query"], p["rate"], [Measured(**{k: v for k, v in m.items() if k in fields})
-                                          for m in p["plans"]]) for p in data["points"]]
+                                          for m in p["plans"]], p.get("probe", False))
+            for p in data["points"]]
 
 
 def _capacities(points: list[Point], role: str) -> tuple[float, float, float]:
     """(rate, the optimiser's capacity, the role's) at the highest rate where both were
     measured, neither carried from a lower rate nor a bound: their ratio at equal load, which a
     doubling grid of rates does not blur."""
-    for p in reversed(points):
+    for p in reversed(grid(points)):
         a, b = p.role(CHOICE), p.role(role)
         if all(m.capacity and m.carried_from is None and not m.bound for m in (a, b)):
             return p.rate, a.capacity, b.capacity

@@ -17,12 +17,14 @@ from tandem.bench import (  # noqa: E402
     DUCKDB,
     NO_FEASIBILITY,
     PIPELINED,
+    PRECISION,
     QUERIES,
     ROLES,
     SPARK,
     Measured,
     Point,
     accuracy,
+    grid,
     max_rate,
     prediction_share,
     predictions,
@@ -96,11 +98,13 @@ def write(points: list[Point], out_dir: Path, command: str, calibration: str,
                      f"{_fmt(s['ratio_vs_spark'])} | "
                      f"{_fmt(s['ratio_vs_duckdb'])} |")
     lines += ["", f"Optimiser accuracy (chosen plan within 10 % of the best measured): "
-              f"**{accuracy(points):.0%}** of {len(points)} (query, rate) points. Predicted "
-              f"capacity within 1.5x of measured: **{within} of {total}** measured (plan, rate) "
-              "points. A max rate of 0 means not even the lowest rate, and its ratio is blank. "
-              "Ratios of max rates move in steps of the rate grid; the ratios of capacities at "
-              "the highest rate where both plans were measured do not:", ""]
+              f"**{accuracy(points):.0%}** of {len(grid(points))} (query, rate) points. "
+              f"Predicted capacity within 1.5x of measured: **{within} of {total}** measured "
+              "(plan, rate) points. A max rate of 0 means not even the lowest rate, and its "
+              "ratio is blank. Bisection narrowed the max rates of the optimiser, pure-Spark and "
+              f"pure-DuckDB to within {PRECISION - 1:.0%} where the grid brackets them (the "
+              "bisection section below); the ratios of capacities at the highest rate where both "
+              "plans were measured are:", ""]
     for q in queries:
         s = data["queries"][q]
         lines.append(f"- {q.upper()}: optimiser / pure-Spark {_fmt(s['capacity_ratio_vs_spark'])}"
@@ -114,7 +118,7 @@ def write(points: list[Point], out_dir: Path, command: str, calibration: str,
         lines += ["", notes.read_text().strip()]
 
     for q in queries:
-        mine = [p for p in points if p.query == q]
+        mine = [p for p in grid(points) if p.query == q]
         names = _plan_names(mine)
         lines += ["", f"## {q.upper()}", "", f"![{q}]({q}.png)", "",
                   "| rate | " + " | ".join(names) + " | optimiser's choice |",
@@ -126,6 +130,13 @@ def write(points: list[Point], out_dir: Path, command: str, calibration: str,
                          + f" | {_in_duckdb(p.role(CHOICE).placement)} |")
         _figure(mine, names, out_dir / f"{q}.png")
 
+    probes = [p for p in points if p.probe]
+    if probes:
+        lines += ["", "## Bisection", "", "Each step measured one role's plan between the "
+                  "largest rate it kept up with and the smallest it fell behind at.", "",
+                  "| query | role | rate | capacity | kept up |", "|---|---|---|---|---|"]
+        lines += [f"| {p.query.upper()} | {_role_name(m)} | {p.rate:,.0f} | {_cell(m)} | "
+                  f"{'yes' if m.feasible else 'no'} |" for p in probes for m in p.plans]
     lines += ["", "## The pure-Spark plan", "",
               f"pure-Spark ran as **{spark_design}**. The exact designs tried (each gives the "
               "reference's rows, tests/test_run.py):", ""]
@@ -257,7 +268,7 @@ def _ablation(points: list[Point], queries: list[str], path: Path) -> None:
     labels = {CHOICE: "feasibility check (calibrated: C_u)", NO_FEASIBILITY: "without it",
               PIPELINED: "Ji's check (C_b)"}
     for i, (role, label) in enumerate(labels.items()):
-        values = [max_rate([p for p in points if p.query == q], role) for q in queries]
+        values = [max_rate([p for p in grid(points) if p.query == q], role) for q in queries]
         ax.bar([k + (i - 1) * width for k in range(len(queries))], values, width,
                label=label, color=STYLE[role][0])
     ax.set_xticks(range(len(queries)), [q.upper() for q in queries])

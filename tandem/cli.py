@@ -409,6 +409,7 @@ def bench_command(
     rates: Annotated[str, typer.Option(help="Comma-separated rates, tuples/s; the sweep doubles past them until every plan is infeasible.")] = "1000,2000,5000,10000,20000,40000",
     others: Annotated[int, typer.Option(help="Other plans of phase two's space sampled per point.")] = 2,
     measure: Annotated[float, typer.Option(help="Event seconds measured per plan, in 1-s micro-batches.")] = 10.0,
+    precision: Annotated[float, typer.Option(help="Bisection narrows the max rates of the optimiser, pure-Spark and pure-DuckDB until the smallest rate each fell behind at is within this factor of the largest it kept up with (0: no bisection).")] = 1.1,
     profile: Profile = None,
     out: Annotated[Path, typer.Option(help="Results directory; the report goes to OUT/<date>/.")] = Path("bench/results"),
     spark_design: Annotated[str | None, typer.Option(help="How pure-Spark runs: built-in, panes or buckets (default: the fastest, bench/spark_designs.py compares them).")] = None,
@@ -432,7 +433,7 @@ def bench_command(
             try:
                 chosen = dict(queries=[q.strip() for q in queries.split(",") if q.strip()],
                               rates=[float(r) for r in rates.split(",")], others=others,
-                              measure=measure)
+                              measure=measure, precision=precision if precision > 1 else None)
             except ValueError:
                 raise TandemError(f"--rates {rates!r}: give numbers separated by commas") from None
     command = " ".join(["tandem bench", *sys.argv[2:]])  # as typed, for the report

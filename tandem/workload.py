@@ -186,9 +186,7 @@ class SmartPlugs:
                     pc.less(arrival, round((self.start + end) * 1e6))))
             path = directory / f"plugs-{self.start + int(first)}.{file_format}"
             if file_format == "csv":
-                frame = pl.from_arrow(table).with_columns(
-                    _seconds_text(pl.col("ts")).alias("timestamp"))
-                frame.select(CSV_HEADER).write_csv(path)
+                debs_csv(table).write_csv(path)
             else:
                 pq.write_table(table.select(SCHEMA.names).cast(PARQUET_SCHEMA), path)
             if paths:  # a later name is a later modification, to the nanosecond
@@ -198,6 +196,12 @@ class SmartPlugs:
             if on_file:
                 on_file(path)
         return paths
+
+
+def debs_csv(table: pa.Table) -> pl.DataFrame:
+    """Readings as DEBS 2014 writes them (``CSV_HEADER``'s columns)."""
+    return pl.from_arrow(table).with_columns(
+        _seconds_text(pl.col("ts")).alias("timestamp")).select(CSV_HEADER)
 
 
 def _seconds_text(ts: pl.Expr) -> pl.Expr:

@@ -105,3 +105,30 @@ def test_the_report_gives_the_figures_of_bench_json_and_the_notes_beside_it(tmp_
     assert points_from(data)[1].plans[0].capacity == 1000
     assert "optimiser / pure-Spark 8.0x at 2,000 tuples/s" in report
     assert "A cause." in report and (out / "q1.png").stat().st_size > 0
+
+
+def test_bisection_narrows_each_roles_max_rate_to_within_ten_percent(monkeypatch):
+    """The sweep over a doubling grid brackets each plan's capacity within 2x; bisection must
+    bring pure-Spark, pure-DuckDB and the optimiser's plan within 10 % of it (here a fixed
+    capacity per placement, so that the true maximum sustainable rate is known)."""
+    import tandem.bench as bench
+    from tandem.measure import Capacity
+
+    def true_capacity(placement: dict) -> float:
+        engines = set(placement.values())
+        return 1_500.0 if engines == {"spark"} else 7_000.0 if engines == {"duckdb"} else 12_345.0
+
+    def fake(plan, rate, **_):
+        return Capacity(round(true_capacity(plan.optimization.plan.placement) * 10), 10.0, 10,
+                        False)
+
+    monkeypatch.setattr(bench, "capacity", fake)
+    monkeypatch.setattr(bench, "warmup_stream", lambda rate, warmup: [])
+    points = bench.sweep(["q5"], [1_000, 2_000], others=0, measure=1.0)
+    for role in (SPARK, DUCKDB, CHOICE):
+        [truth] = {true_capacity(m.placement) for p in points for m in p.plans
+                   if role in m.roles}
+        lo, hi = bench.bracket(points, role)
+        assert lo == max_rate(points, role) and lo <= truth < hi <= 1.1 * lo, (role, lo, hi)
+    assert any(p.probe for p in points) and accuracy(points) > 0
+    assert summary(points_from(summary(points))) == summary(points)
