@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from pyflink.table import EnvironmentSettings, TableDescriptor, TableEnvironment
+from pyflink.table import EnvironmentSettings, Schema, TableDescriptor, TableEnvironment
 
 SOURCE = """
 CREATE TABLE plugs (
@@ -47,6 +47,9 @@ def main() -> None:
     config = env.get_config()
     config.set("parallelism.default", str(args.parallelism))
     config.set("table.local-time-zone", "UTC")  # window bounds of TIMESTAMP_LTZ times in UTC
+    # A long garbage collection must slow the job, not fail it (Q1's window join holds every
+    # reading once per window: 300 copies).
+    config.set("heartbeat.timeout", "600000")
     env.execute_sql(SOURCE.format(path=args.input.resolve()))
     select = "\n".join(line for line in args.query.read_text().splitlines()
                        if not line.lstrip().startswith("--"))
@@ -54,11 +57,9 @@ def main() -> None:
     started = time.perf_counter()
     rows = 0
     if args.output == "-":
-        env.create_temporary_table("results", TableDescriptor.for_connector("blackhole")
-                                   .schema(table.get_schema().to_schema()
-                                           if hasattr(table.get_schema(), "to_schema")
-                                           else table.get_resolved_schema().to_schema())
-                                   .build())
+        schema = Schema.new_builder().from_resolved_schema(table.get_resolved_schema()).build()
+        env.create_temporary_table(
+            "results", TableDescriptor.for_connector("blackhole").schema(schema).build())
         table.execute_insert("results").wait()
     else:
         names = table.get_schema().get_field_names()
