@@ -2,7 +2,7 @@
 evaluator, and its capacity measured the way Tandem's is.
 
     make peers                                   # PyFlink 2.3 in .venv-flink (about 850 MB)
-    .venv/bin/python bench/peers/flink.py [q1 q3 q5] [--rates q1=2000,4000 ...]
+    .venv/bin/python bench/peers/flink.py [q1 ...] [--rates q1=500 q5=40000 ...]
 
 Flink reads headerless DEBS CSV files (its distribution has no Parquet format), one file per
 reader at parallelism 2, each in event-time order: a reader without a file, or files read out
