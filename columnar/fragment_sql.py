@@ -205,11 +205,18 @@ def _translate(name: str, member_ids: tuple[str, ...], plan: LogicalPlan) -> Fra
     return Fragment(name, member_ids, tuple(inputs.values()), root.columns, sql, tuple(panes))
 
 
+def _below_stateless(node: Node, members: frozenset[Node]) -> Node:
+    """The first relation at or below ``node`` that is not one of the fragment's selections
+    and projections."""
+    while node in members and isinstance(node, Select | Project):
+        node = node.inputs[0]
+    return node
+
+
 def _stream_below(node: Node, members: frozenset[Node]) -> Node | None:
     """The relation of windowed-stream rows that ``node`` is, through the fragment's selections
     and projections (None if it is anything else)."""
-    while node in members and isinstance(node, Select | Project):
-        node = node.inputs[0]
+    node = _below_stateless(node, members)
     return None if node in members or node.instantiated else node
 
 
@@ -353,9 +360,7 @@ def _correlated(node: Node, members: frozenset[Node], plan: LogicalPlan) -> Corr
     side) with another relation at equal window_end, and its keys are the rows' own."""
     if not isinstance(node, Aggregate) or any(a.func not in PARTIALS for a in node.aggregates):
         return None
-    join = node.inputs[0]
-    while join in members and isinstance(join, Select | Project):
-        join = join.inputs[0]
+    join = _below_stateless(node.inputs[0], members)
     if join not in members or not isinstance(join, Join):
         return None
     above, columns = stateless_rows(node.inputs[0], base=join)  # over the join's columns

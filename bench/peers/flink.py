@@ -32,11 +32,10 @@ from pathlib import Path
 
 import polars as pl
 
-from optimizer import optimize
-from optimizer.catalog import load_catalog
-from optimizer.profile import load_profile
+from rowstream.eventtime import EPOCH
 from tandem import measure, reference
 from tandem.explain import explain
+from tandem.verify import compare
 from tandem.workload import SmartPlugs, debs_csv
 
 HERE = Path(__file__).resolve().parent
@@ -94,8 +93,7 @@ def exact(query: str, log: Path) -> dict:
     """Flink's rows against the reference's on a small stream, over the window_ends Tandem's
     semantics define (Flink also emits the windows after the last reading)."""
     stream = pl.from_arrow(SMALL.between(0, 420))
-    plan = optimize((ROOT / "queries" / f"{query}.sql").read_text(),
-                    load_catalog(ROOT / "queries" / "catalog.toml"), load_profile(None), 20).logical
+    plan = explain(query).optimization.logical
     want = reference.Evaluator({"plugs": stream}).result(plan.root)
     first, last = reference.window_ends({"plugs": stream}, plan.root.slide)
     with tempfile.TemporaryDirectory(prefix="tandem-flink-") as tmp:
@@ -103,15 +101,10 @@ def exact(query: str, log: Path) -> dict:
         out = Path(tmp) / "rows.jsonl"
         run_job(query, Path(tmp) / "in", str(out), log)
         got = pl.read_ndjson(out) if out.stat().st_size else pl.DataFrame()
-    epoch = dt.datetime(1970, 1, 1)
     got = got.with_columns(pl.col("window_end").str.to_datetime(time_unit="us"))
     got = got.filter(pl.col("window_end").is_between(
-        epoch + dt.timedelta(microseconds=first), epoch + dt.timedelta(microseconds=last)))
-    got, want = (f.select(sorted(want.columns)).sort(sorted(want.columns)) for f in (got, want))
-    same = got.height == want.height and all(
-        ((got[c] - want[c]).abs() <= 1e-9 * (1 + want[c].abs())).all()
-        if want[c].dtype.is_float() else got[c].cast(want[c].dtype).equals(want[c])
-        for c in want.columns)
+        EPOCH + dt.timedelta(microseconds=first), EPOCH + dt.timedelta(microseconds=last)))
+    same = compare({}, got.select(want.columns).cast(want.schema), want).status == "same"
     return {"rows": want.height, "flink_rows": got.height, "exact": same}
 
 
