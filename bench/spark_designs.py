@@ -1,10 +1,11 @@
 """Which exact pure-Spark design is fastest: the capacity of each of ``rowstream.dsps.SPARK_DESIGNS``
 for the pure-Spark plan of every query, measured as ``tandem bench`` measures (DESIGN.md:
 windows warmed to steady state, then 1-s micro-batches). The fastest is `tandem bench`'s
-pure-Spark baseline.
+pure-Spark baseline. Beside them runs the hand-written design they must match
+(``bench/handwritten/spark_numpy.py``, Q1 and Q2 only).
 
     .venv/bin/python bench/spark_designs.py [--rates 2000,5000,10000] [--queries q1,...]
-                                            [--designs built-in,panes,buckets]
+                                            [--designs built-in,panes,buckets,expert-numpy]
 
 Per query, the designs run one after another at each rate, their order rotating from rate to
 rate; a design that falls short of a rate is not measured at higher ones. Writes
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +26,12 @@ from optimizer.logical import windows
 from rowstream.dsps import SPARK_DESIGNS
 from tandem.explain import explain
 from tandem.measure import capacity
+
+sys.path.insert(0, str(Path(__file__).parent / "handwritten"))
+import spark_numpy  # noqa: E402  (registers the hand-written design)
+
+DESIGNS = (*SPARK_DESIGNS, spark_numpy.NAME)
+HAND_WRITTEN = {spark_numpy.NAME: ("q1", "q2")}  # the queries a hand-written design answers
 
 
 def measure(queries: list[str], rates: list[float], designs: list[str], seconds: float,
@@ -35,7 +43,7 @@ def measure(queries: list[str], rates: list[float], designs: list[str], seconds:
             warmup = max(w.size for w in windows(plan.optimization.logical.root))
             turn = k % len(designs)
             for design in designs[turn:] + designs[:turn]:
-                if (query, design) in failed:
+                if (query, design) in failed or query not in HAND_WRITTEN.get(design, [query]):
                     continue
                 print(f"{query} at {rate:,.0f} tuples/s: {design}", flush=True)
                 started = time.perf_counter()
@@ -57,12 +65,12 @@ def report(rows: list[dict], commands: list[str]) -> str:
     lines = ["# Pure-Spark designs", "", f"Measured with {ran}. Capacity in tuples/s, "
              "1-s micro-batches; `≤` marks a design stopped in the warm-up (it fell behind the "
              "arrivals: the figure bounds its capacity); `—`: not measured (it fell short at a "
-             "lower rate).", "", "| query | rate | " + " | ".join(SPARK_DESIGNS) + " |",
-             "|---|---:|" + "---:|" * len(SPARK_DESIGNS)]
+             "lower rate or does not answer the query).", "",
+             "| query | rate | " + " | ".join(DESIGNS) + " |", "|---|---:|" + "---:|" * len(DESIGNS)]
     for q in queries:
         for rate in rates:
             cells = []
-            for d in SPARK_DESIGNS:
+            for d in DESIGNS:
                 r = next((r for r in rows if (r["query"], r["rate"], r["design"]) == (q, rate, d)),
                          None)
                 cells.append("—" if r is None else ("≤ " if r["bound"] else "")
@@ -75,7 +83,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--queries", default="q1,q2,q3,q4,q5,q6")
     parser.add_argument("--rates", default="2000,5000,10000")
-    parser.add_argument("--designs", default=",".join(SPARK_DESIGNS))
+    parser.add_argument("--designs", default=",".join(DESIGNS))
     parser.add_argument("--measure", type=float, default=10.0)
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     args = parser.parse_args()

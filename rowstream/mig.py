@@ -57,7 +57,7 @@ from optimizer.catalog import DEFAULT_TIME_DISTANCE
 from optimizer.deployment import Deployment
 from optimizer.errors import TandemError
 from optimizer.logical import Node
-from rowstream.buckets import evaluate_in_buckets
+from rowstream.buckets import WHOLE_PLAN
 from rowstream.dsps import HEARTBEAT, Streaming, apply
 from rowstream.eventtime import EPOCH, LATE, watermark
 from rowstream.landing import ROW, landed_files
@@ -179,10 +179,10 @@ class Mig:
         for rid, node in self.crossings.items():
             if node.instantiated:
                 rows = operators.tagged(node)
-                if self.spark_design == "buckets" and self.direct:
+                if self.direct and (whole := WHOLE_PLAN.get(self.spark_design)):
                     buckets = int(self.spark.conf.get("spark.sql.shuffle.partitions"))
-                    rows = evaluate_in_buckets(admitted, node, rows.schema, buckets,
-                                               self.final_end, self.lateness)
+                    rows = whole(admitted, node, rows.schema, buckets, self.final_end,
+                                 self.lateness)
                 parts.append(rows.select(F.struct(*rows.columns).alias(rid)))
             else:
                 scan.append(F.when(~bad, operators.row_struct(node)).alias(rid))

@@ -44,7 +44,8 @@ SPARK_DESIGNS = {
     "buckets": "the whole plan as one transformWithStateInPandas operator (rowstream/"
     "buckets.py): rows hashed to buckets by the keys every operator groups and joins on, each "
     "bucket's window rows (after the predicates every window applies, only the columns the "
-    "plan reads) kept once in Spark's RocksDB state store in Arrow chunks, and every completed "
+    "plan reads) kept once in Spark's RocksDB state store in Arrow chunks (cached in the "
+    "Python worker, checked by a stamp in the chunk's key), and every completed "
     "window_end evaluated with polars over the bucket, one Python call per bucket and "
     "micro-batch.",
 }

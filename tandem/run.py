@@ -22,6 +22,7 @@ from optimizer import load_catalog
 from optimizer.deployment import deploy
 from optimizer.errors import TandemError
 from optimizer.logical import windows
+from rowstream.buckets import WHOLE_PLAN
 from rowstream.dsps import SPARK_DESIGNS
 from rowstream.mig import EPOCH, BatchReport, Mig, Transfers
 from rowstream.native import fits, parquet_stream
@@ -101,7 +102,7 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
     a window_end is evaluated once the stream's latest event less L has passed it, and a row
     later than that goes to the quarantine (``rowstream/eventtime.py``). A run in which no
     micro-batch finishes for ``stall_timeout`` seconds stops with an error (``Watchdog``)."""
-    if spark_design not in SPARK_DESIGNS:
+    if spark_design not in SPARK_DESIGNS and spark_design not in WHOLE_PLAN:
         raise TandemError(f"Spark design {spark_design!r}: give one of {', '.join(SPARK_DESIGNS)}")
     explanation = explanation or explain(query, rate=rate, catalog=catalog, profile=profile,
                                          placement=placement)

@@ -3,6 +3,8 @@ reference evaluator's rows, also when a run is stopped and restarted from its ch
 
 from __future__ import annotations
 
+import sys
+
 import polars as pl
 import pytest
 
@@ -13,7 +15,7 @@ from tandem import reference
 from tandem.run import run
 from tandem.verify import placements
 from tandem.workload import SmartPlugs
-from tests.conftest import query_sql
+from tests.conftest import ROOT, query_sql
 from tests.test_reference import assert_same_rows
 
 pytestmark = pytest.mark.integration
@@ -106,6 +108,19 @@ def test_spark_operators_after_a_db_op_get_duckdb_rows_back(tmp_path, truth, cat
 def test_every_pure_spark_design_gives_the_reference_rows(tmp_path, truth, catalog, profile,
                                                           design, name):
     run_small(name, tmp_path, placement="spark", spark_design=design)
+    root = optimize(query_sql(name), catalog, profile).logical.root
+    assert_same_rows(results(tmp_path / "tandem.duckdb", name).select(root.columns),
+                     truth.result(root))
+
+
+@pytest.mark.parametrize("name", ["q1", "q2"])
+def test_the_hand_written_spark_design_gives_the_reference_rows(tmp_path, truth, catalog, profile,
+                                                                 name):
+    # bench/spark_designs.py measures the product's designs against it: it must be exact too.
+    sys.path.insert(0, str(ROOT / "bench" / "handwritten"))
+    import spark_numpy
+
+    run_small(name, tmp_path, placement="spark", spark_design=spark_numpy.NAME)
     root = optimize(query_sql(name), catalog, profile).logical.root
     assert_same_rows(results(tmp_path / "tandem.duckdb", name).select(root.columns),
                      truth.result(root))
