@@ -4,13 +4,34 @@ Every physical operator gets its source-driven input processing cost u (Eq. 6.4)
 work that one second of source arrivals causes it. A DSPS-op's u depends on that operator alone.
 A DB-op's u is transfer in + SQL evaluation + transfer out of the whole fragment, which is not
 the sum of the costs of its parts (Ji's non-additivity).
+
+A DB-op's SQL is priced as ``columnar/fragment_sql.py`` writes it. An aggregate of COUNT, SUM,
+AVG, MIN or MAX over a windowed stream's rows reads W/β partial aggregates per group, not the
+window's tuples; the store updates those partials as the rows arrive (a cost per arriving
+tuple). A join of a window's rows with a relation of the same window reads each (group, pane)'s
+rows as one list: the cost per tuple of the window is a list element's, not a hash join's,
+and the selections and the aggregate above the join become lambdas over the lists. (That holds
+when the aggregate above the join is in the DB-op too, fragment_sql's correlated aggregate;
+otherwise the rows are expanded and move back to Spark, whose transfer dominates.) Selections
+and projections of a windowed stream's rows cost nothing per evaluation: the store applies them
+as the rows arrive, inside the partials' upkeep, and an operator that expands the rows to their
+windows (MEDIAN, a join of two windows' rows) pays per expanded row itself.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from optimizer.logical import Aggregate, Join, Node, Project, Select, signature, source_window
+from optimizer.logical import (
+    DECOMPOSABLE,
+    Aggregate,
+    Join,
+    Node,
+    Project,
+    Select,
+    signature,
+    source_window,
+)
 from optimizer.profile import Profile
 from optimizer.statistics import Statistics
 
@@ -48,6 +69,7 @@ class Fragment:
 
     inputs: frozenset[str]
     work: float
+    arrival: float = 0.0  # seconds per second of arrivals: the pane partials' upkeep
 
 
 @dataclass(frozen=True)
@@ -184,7 +206,8 @@ class CostModel:
         as one SQL query in DuckDB. ``to_sink``: its result stays in DuckDB, in the results
         table, instead of returning to Spark."""
         inputs = frozenset(self.signature(c) for m in members for c in m.inputs if c not in members)
-        return self.db_cost(Fragment(inputs, sum(self.db_work(m) for m in members)), root, to_sink)
+        return self.db_cost(Fragment(inputs, sum(self.db_work(m) for m in members),
+                                     sum(self.db_arrival(m) for m in members)), root, to_sink)
 
     def db_inputs(self, members: frozenset[Node]) -> list[Node]:
         """The distinct relations a DB-op reads from Spark; two copies of one CTE move once."""
@@ -213,7 +236,7 @@ class CostModel:
         transfer_out = 0.0 if to_sink else (
             out.lambda_out * self._c(DUCKDB, "transfer_out", "per_tuple")
             + out.n_slide * self._c(DUCKDB, "transfer_out", "per_call"))
-        u = transfer_in + out.n_slide * evaluation + transfer_out
+        u = transfer_in + fragment.arrival + out.n_slide * evaluation + transfer_out
         memory = sum(state for _, state in terms)
         found = self._db[key] = OperatorCost(u, memory)
         return found
@@ -236,20 +259,81 @@ class CostModel:
 
     def _db_work_of(self, node: Node) -> float:
         """Seconds one evaluation of the DB-op spends on ``node``: linear in the cardinalities of
-        its instantaneous input windows (DuckDB recomputes the fragment for each window_end)."""
+        what it reads for a window_end (DuckDB recomputes the fragment for each window_end):
+        its instantaneous input windows, or their pane partials and lists (module docstring)."""
         st = self.stats
+        if isinstance(node, (Select, Project, Aggregate)) and self._over_listed(node.input):
+            # Folded into the lambdas over the lists (priced with the join): an aggregate
+            # writes one row per group.
+            return st[node].cardinality * self._c(DUCKDB, "aggregate", "per_window_tuple") \
+                if isinstance(node, Aggregate) else 0.0
         if isinstance(node, (Select, Project)):
+            if not node.input.instantiated:  # applied once per row as it arrives (panes.per_tuple)
+                return 0.0
             return st[node.input].cardinality * self._c(DUCKDB, node.kind, "per_window_tuple")
         if isinstance(node, Aggregate):
+            if self._by_panes(node):
+                return (self._pane_rows(node.input, node.group_by)
+                        * self._c(DUCKDB, "panes", "per_window_tuple"))
             function = "aggregate" if node.incremental else "holistic"
             return st[node.input].cardinality * self._c(DUCKDB, function, "per_window_tuple")
         if isinstance(node, Join):
             left, right = st[node.left].cardinality, st[node.right].cardinality
+            listed = self._listed(node)
+            if listed is not None:
+                rows, other = listed
+                keys = [l if rows is node.left else r for l, r in node.keys]
+                return (st[rows].cardinality * self._c(DUCKDB, "lists", "per_window_tuple")
+                        + self._pane_rows(rows, keys) * self._c(DUCKDB, "panes", "per_window_tuple")
+                        + st[other].cardinality * self._c(DUCKDB, "join", "per_window_tuple"))
             if node.keys:
                 return ((left + right) * self._c(DUCKDB, "join", "per_window_tuple")
                         + st[node].cardinality * self._c(DUCKDB, "join", "per_match"))
             return left * right * self._c(DUCKDB, "join", "per_comparison")
         raise TypeError(f"{node.kind} cannot run in DuckDB")
+
+    def db_arrival(self, node: Node) -> float:
+        """Seconds per second of arrivals the store spends keeping ``node``'s pane partials or
+        lists up to date (0 for an operator that has none)."""
+        if isinstance(node, Aggregate) and self._by_panes(node):
+            rows = node.input
+        elif isinstance(node, Join) and (listed := self._listed(node)) is not None:
+            rows = listed[0]
+        else:
+            return 0.0
+        return self.stats[rows].lambda_out * self._c(DUCKDB, "panes", "per_tuple")
+
+    @staticmethod
+    def _whole_panes(rows: Node) -> bool:
+        window = source_window(rows)
+        return (window.size / window.slide).is_integer()
+
+    def _by_panes(self, node: Aggregate) -> bool:
+        """Does DuckDB combine ``node`` from partial aggregates per pane?"""
+        return (not node.input.instantiated and self._whole_panes(node.input)
+                and all(a.func in DECOMPOSABLE for a in node.aggregates))
+
+    def _listed(self, node: Join) -> tuple[Node, Node] | None:
+        """(rows, other) when the join pairs a windowed stream's rows with a relation of the
+        same window by keys, which DuckDB reads as lists of rows per (group, pane)."""
+        sides = [s for s in (node.left, node.right) if not s.instantiated]
+        if not node.keys or len(sides) != 1 or not self._whole_panes(sides[0]):
+            return None
+        return (node.left, node.right) if sides[0] is node.left else (node.right, node.left)
+
+    def _over_listed(self, node: Node) -> bool:
+        """Is ``node``, through selections and projections, a join read as lists?"""
+        while isinstance(node, (Select, Project)):
+            node = node.input
+        return isinstance(node, Join) and self._listed(node) is not None
+
+    def _pane_rows(self, rows: Node, keys) -> float:
+        """Rows of pane partials (or lists) that one window reads: W/β panes, each with a row
+        per group that has a tuple in it."""
+        window = source_window(rows)
+        per_pane = min(self.stats.distinct(rows, keys),
+                       self.stats[rows].lambda_out * window.slide)
+        return window.size / window.slide * per_pane
 
     # -- fixed operators --------------------------------------------------------------------
 

@@ -16,6 +16,9 @@ WINDOW_COLUMNS = ("window_start", "window_end")  # what HOP and TUMBLE add
 
 AGGREGATES = ("COUNT", "SUM", "AVG", "MIN", "MAX", "MEDIAN")
 INCREMENTAL = frozenset({"COUNT", "SUM", "AVG"})  # Ji Sec. 6.3.2: computable incrementally
+# Combinable from partial aggregates per pane (Li et al. 2005): DuckDB's fragments and Spark's
+# "panes" design aggregate these per slide first.
+DECOMPOSABLE = frozenset({"COUNT", "SUM", "AVG", "MIN", "MAX"})
 
 
 @dataclass(frozen=True, eq=False)

@@ -102,7 +102,8 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
         if DUCKDB in allowed[i]:
             external = frozenset(model.signature(c) for c in op.inputs if not is_r2r(c))
             for combo in itertools.product(*child_plans):
-                closed, inputs, work = ZERO, external, model.db_work(op)
+                closed, inputs = ZERO, external
+                work, arrival = model.db_work(op), model.db_arrival(op)
                 for child, p in zip(children, combo, strict=True):
                     closed = closed.combine(p.closed)
                     if p.open is None:  # a Spark operator feeds the DB-op
@@ -110,8 +111,9 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
                     else:  # the child's DB-op grows into this one
                         inputs |= p.open.inputs
                         work += p.open.work
+                        arrival += p.open.arrival
                 new.append(Partial(i, sum((p.engines for p in combo), ()) + (IN_DUCKDB,), closed,
-                                   Fragment(inputs, work)))
+                                   Fragment(inputs, work, arrival)))
                 constructed += 1
         new = [p for p in new if keep(p)]
         if op in cut:

@@ -37,6 +37,7 @@ from pyspark.sql import functions as F
 
 from optimizer.errors import TandemError
 from optimizer.logical import (
+    DECOMPOSABLE,
     WINDOW_COLUMNS,
     Aggregate,
     Join,
@@ -53,7 +54,6 @@ HEARTBEAT = "heartbeat"
 # (Spark's sliding window), "panes" aggregates per slide first (_pane_aggregate), "buckets"
 # runs a whole plan as one stateful operator over buckets of keys (rowstream/buckets.py).
 SPARK_DESIGNS = ("built-in", "panes", "buckets")
-PANE_FUNCTIONS = frozenset({"COUNT", "SUM", "AVG", "MIN", "MAX"})  # decomposable over panes
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ class Streaming:
             child = self.relation(node.input)
             keys = [k for k in node.group_by if k not in WINDOW_COLUMNS]
             if self.panes and not node.input.instantiated and all(
-                    a.func in PANE_FUNCTIONS for a in node.aggregates):
+                    a.func in DECOMPOSABLE for a in node.aggregates):
                 out = _pane_aggregate(node, child, keys)
             else:
                 group = (F.col("window") if node.input.instantiated

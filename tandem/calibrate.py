@@ -51,12 +51,6 @@ def _aggregate(func: str, size: int, where: str = "", alias: str = "v") -> str:
             f"GROUP BY {KEYS}")
 
 
-def _project(size: int) -> str:
-    return (f"WITH p AS (SELECT house_id, household_id, plug_id, window_end, value * 0.9 + 1 AS v "
-            f"FROM HOP(plugs, ts, INTERVAL '1' SECOND, INTERVAL '{size}' SECOND)) "
-            f"SELECT {KEYS}, AVG(v) AS v FROM p GROUP BY {KEYS}")
-
-
 def _join_aggregates(size: int) -> str:
     """Q3's shape: two windowed aggregates joined at equal window_end."""
     return (f"WITH a AS ({_aggregate('AVG', size)}), "
@@ -304,47 +298,74 @@ def _time(job) -> float:
 def _duckdb(model: _Model) -> dict[tuple[str, str], Fitted]:
     """Fragment SQL of pure-DuckDB micro-queries, one evaluation per window_end, over windows
     of 60 s at growing rates (cardinality = rate x 60: 1.2 M to 12 M rows, the windows of Q1
-    between 8k and 80k tuples/s; hash tables outgrow the caches on the way)."""
+    between 8k and 80k tuples/s; hash tables outgrow the caches on the way). COUNT, SUM, AVG,
+    MIN and MAX read pane partials, whose number grows with the window (60 and 300 s), not the
+    rate; MEDIAN reads the window's rows; Q1's shape reads lists of rows per pane. Selections
+    and projections run inside the partials' upkeep; over tagged rows they and aggregates keep
+    the shipped defaults (their windows are a few thousand rows: too little to measure)."""
     size, rates = 60, (20_000, 100_000, 200_000)
+    median = _aggregate("MEDIAN", size)
     stages = [
-        ("aggregate", ["per_window_tuple"], [_aggregate("AVG", size)]),
-        ("holistic", ["per_window_tuple"], [_aggregate("MAX", size)]),
-        ("select", ["per_window_tuple"], [_aggregate("AVG", size, "WHERE property = 1")]),
-        ("project", ["per_window_tuple"], [_project(size)]),
-        ("join", ["per_window_tuple", "per_match"], [_join_aggregates(size), _join_rows(size)]),
+        ("panes", ["per_window_tuple"], [(_aggregate("AVG", s), s) for s in (size, 300)]
+         + [(_aggregate("MAX", size), size)]),
+        ("holistic", ["per_window_tuple"], [(median, size)]),
+        ("join", ["per_window_tuple", "per_match"], [(_join_aggregates(size), size)]),
+        ("lists", ["per_window_tuple"], [(_join_rows(size), size)]),
     ]
     fits = {}
-    end = EPOCH + timedelta(seconds=DEBS_START + size)
     with tempfile.TemporaryDirectory(prefix="tandem-calibrate-") as tmp:
         store = ColumnarStore(Path(tmp) / "d.duckdb")
         loaded: set[tuple[str, str]] = set()  # (schema, table): every query reads the window
 
-        def evaluation(sql: str, rate: float) -> float:
+        def evaluation(sql: str, rate: float, window: int) -> float:
             fragment = fragments(model.optimization(sql, rate, "duckdb", {}).plan)[0]
-            schema = f"rate_{rate}"  # one per rate, its window loaded once
+            schema = f"rate_{rate}_{window}"  # one per rate and window, loaded once
             for table in fragment.sources:
                 if (schema, table.table) not in loaded:
                     store.create(schema)
-                    rows = SmartPlugs(rate=rate).between(0, size).select(list(table.columns))
+                    rows = SmartPlugs(rate=rate).between(0, window).select(list(table.columns))
                     store.append_input(schema, table, rows, 0)
                     loaded.add((schema, table.table))
             for pane in fragment.panes:  # the queries' aggregates differ: panes of their own
                 store.rebuild_panes(schema, pane)
-            store.evaluate(schema, fragment.sql, [end])  # warm
-            return min(_time(lambda: store.evaluate(schema, fragment.sql, [end]))
-                       for _ in range(3))
+            end = [EPOCH + timedelta(seconds=DEBS_START + window)]
+            store.evaluate(schema, fragment.sql, end)  # warm
+            return min(_time(lambda: store.evaluate(schema, fragment.sql, end)) for _ in range(3))
 
         # The fixed cost of an evaluation first, from a window of a few rows.
-        per_call = evaluation(_aggregate("AVG", size), 100)
+        per_call = evaluation(_aggregate("AVG", size), 100, size)
         fits["duckdb", "query"] = _set(model, "duckdb", "query", 0.0, 1, per_call=per_call)
+        fits["duckdb", "panes"] = _pane_upkeep(model, store, rates)
         for function, names, queries in stages:
-            rows = [(evaluation(q, r), lambda v, q=q, r=r: model.db_evaluation(q, r, v))
-                    for q in queries for r in rates]
+            rows = [(evaluation(q, r, w), lambda v, q=q, r=r: model.db_evaluation(q, r, v))
+                    for q, w in queries for r in rates]
             fits["duckdb", function] = model.fit(("duckdb", function), names, rows)
         store.close()
     # Inserting result rows into the results table: per tuple, from the transfer's insert.
     fits["duckdb", "sink"] = _set(model, "duckdb", "sink", 0.0, 0, per_tuple=_insert_cost())
     return fits
+
+
+def _pane_upkeep(model: _Model, store: ColumnarStore, rates) -> Fitted:
+    """Seconds per arriving tuple to keep pane partials (Q3's two AVGs) and lists (Q1's) up to
+    date: one second of rows appended, less the same append without them."""
+    tuples, seconds = [], []
+    for n, sql in enumerate((_join_aggregates(60), _join_rows(60))):
+        fragment = fragments(model.optimization(sql, rates[0], "duckdb", {}).plan)[0]
+        for rate in rates:
+            schema = f"upkeep_{n}_{rate}"  # the two queries' pane tables differ
+            store.create(schema)
+            for k, table in enumerate(fragment.sources):
+                rows = SmartPlugs(rate=rate).between(0, 1).select(list(table.columns))
+                bare = min(_time(lambda: store.append_input(schema, table, rows, k))
+                           for _ in range(3))
+                full = min(_time(lambda: store.append_input(schema, table, rows, k,
+                                                            fragment.panes))
+                           for _ in range(3))
+                tuples.append(rows.num_rows)
+                seconds.append(max(full - bare, 0.0))
+    return _line(model, ("duckdb", "panes"), np.array(tuples, float), np.array(seconds),
+                 per_call=False)
 
 
 def _insert_cost() -> float:
