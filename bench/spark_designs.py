@@ -65,7 +65,8 @@ def report(rows: list[dict], commands: list[str]) -> str:
     lines = ["# Pure-Spark designs", "", f"Measured with {ran}. Capacity in tuples/s, "
              "1-s micro-batches; `≤` marks a design stopped in the warm-up (it fell behind the "
              "arrivals: the figure bounds its capacity); `—`: not measured (it fell short at a "
-             "lower rate or does not answer the query).", "",
+             "lower rate or does not answer the query). expert-numpy is the hand-written design the "
+             "product's must match (bench/handwritten/spark_numpy.py, Q1 and Q2 only).", "",
              "| query | rate | " + " | ".join(DESIGNS) + " |", "|---|---:|" + "---:|" * len(DESIGNS)]
     for q in queries:
         for rate in rates:

@@ -48,6 +48,11 @@ SPARK_DESIGNS = {
     "Python worker, checked by a stamp in the chunk's key), and every completed "
     "window_end evaluated with polars over the bucket, one Python call per bucket and "
     "micro-batch.",
+    "expert-numpy": "not a product design: Q1 and Q2 as an expert writes them by hand "
+    "(bench/handwritten/spark_numpy.py), the yardstick the product's designs must match: "
+    "applyInPandasWithState over 16 buckets of plugs, each bucket's window as numpy arrays in "
+    "the state store, the window's maximum (or average) per plug from a plug x second matrix "
+    "by a vectorised sliding maximum, and one bincount per window_end.",
 }
 
 STYLE = {SPARK: ("tab:orange", "s"), DUCKDB: ("tab:olive", "^"), CHOICE: ("tab:blue", "o"),

@@ -3,8 +3,9 @@ write them as a profile (``optimizer/profile.py``'s format).
 
 Four groups of micro-benchmarks, each on the real engines:
 
-* **the gateway** (one streaming query per rate): per micro-batch, timed Spark jobs over the
-  generator's rows (read; select; project; select and move to DuckDB), and the time Spark spends
+* **the gateway** (one streaming query per rate): per micro-batch, timed Spark jobs over
+  Parquet files landed as users land them, read by Spark's own source (scan; every row moved
+  to the MIG and judged; select; project; select and move to DuckDB), and the time Spark spends
   outside them, its fixed cost per micro-batch;
 * **DuckDB fragments**: the SQL of small DB-ops over windows of growing cardinality;
 * **DuckDB -> Spark**: ``createDataFrame`` from Arrow tables of growing size;
@@ -34,6 +35,7 @@ import numpy as np
 from columnar.fragment_sql import fragments
 from columnar.store import ColumnarStore
 from optimizer import load_catalog, load_profile, optimize
+from optimizer.catalog import DEFAULT_TIME_DISTANCE
 from optimizer.profile import DEFAULT_PROFILE, Profile
 from rowstream.mig import EPOCH, utc_instants
 from tandem import settings
@@ -89,7 +91,8 @@ class _Model:
     """The cost model's predictions for micro-queries, with any coefficients."""
 
     def __init__(self):
-        self.catalog = load_catalog(settings.catalog_path(settings.query_path("q1")))
+        self.catalog_path = settings.catalog_path(settings.query_path("q1"))
+        self.catalog = load_catalog(self.catalog_path)
         base = load_profile(DEFAULT_PROFILE)
         self.keys = [(e, f, n) for e, fs in base.functions.items() for f, cs in fs.items()
                      for n in cs if f != "memory"]
@@ -153,47 +156,52 @@ def _nnls(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 # -- the gateway ----------------------------------------------------------------------------
 
 def _gateway(spark, rate: float, seconds: int) -> list[dict]:
-    """One streaming query over the generator at ``rate``: per micro-batch, the seconds of
-    each timed job and of Spark's work outside them."""
+    """One streaming query over Parquet files landed at ``rate``, read as ``tandem run`` reads
+    them (Spark's Parquet source, rowstream/native.py): per micro-batch, the seconds of each
+    timed job and of Spark's work outside them."""
+    import polars as pl
     from pyspark.sql import functions as F
 
-    from rowstream.sources import generator_stream
+    from rowstream.native import FILE, ROW, admit_batch, parquet_stream
+    from rowstream.sources import COLUMNS
 
     rows: list[dict] = []
     left: list[float] = []  # when the last micro-batch's jobs ended
 
     def each(batch, batch_id: int) -> None:
         entered = time.perf_counter()
-        data = batch.where(~F.col("heartbeat"))
-        loads = data.where("property = 1")
-        row = {"outside": entered - left[-1] if left else None, "tuples": data.count()}
-        # Each job is one stage that ends in toArrow, as the MIG's is; all but the last keep
-        # no row, so they differ from it only in what they move.
+        loads = batch.where("property = 1")
+        row = {"outside": entered - left[-1] if left else None, "tuples": batch.count()}
+        # Each job is one stage that ends in toArrow, as the MIG's is. "scan" keeps no row;
+        # "read" moves every row to the MIG and judges it, as the native gateway does; the
+        # others differ from "scan" only in what they move.
         none = "plug_id < 0"
-        row["read"] = _time(lambda: data.where(none).toArrow())
-        row["select"] = _time(lambda: data.where(f"{none} AND value > -1").toArrow())
-        row["project"] = _time(lambda: data.selectExpr(
+        row["scan"] = _time(lambda: batch.where(none).toArrow())
+        row["read"] = _time(lambda: admit_batch(
+            pl.from_arrow(batch.select(*COLUMNS, FILE, ROW).toArrow()), [], high_water=None,
+            lateness=0.0, slide=1.0, time_distance=DEFAULT_TIME_DISTANCE))
+        row["select"] = _time(lambda: batch.where(f"{none} AND value > -1").toArrow())
+        row["project"] = _time(lambda: batch.selectExpr(
             "house_id * 1000000 + household_id * 1000 + plug_id AS k", "value * 0.9 AS v")
             .where("k < 0").toArrow())
         moved = {}
         row["transfer"] = _time(lambda: moved.update(n=store.append(
-            "calibrate", "rows", loads.drop("heartbeat", "reason", "rule", "origin").toArrow(), batch_id)))
+            "calibrate", "rows", loads.select(*COLUMNS).toArrow(), batch_id)))
         row["moved"] = moved["n"]
         if row["tuples"]:
             rows.append(row)
         left.append(time.perf_counter())
 
     with tempfile.TemporaryDirectory(prefix="tandem-calibrate-") as tmp:
+        landing = Path(tmp) / "landing"
+        SmartPlugs(rate=rate).write_files(landing, seconds + 1, 1.0, file_format="parquet")
         store = ColumnarStore(Path(tmp) / "c.duckdb")
         store.create("calibrate", fresh=True)
-        query = (generator_stream(spark, rate=rate, duration=seconds, span=1.0, slide=1.0)
-                 .writeStream.foreachBatch(each)
+        query = (parquet_stream(spark, str(landing)).writeStream.foreachBatch(each)
+                 .trigger(availableNow=True)
                  .option("checkpointLocation", str(Path(tmp) / "checkpoint")).start())
         try:
-            while query.isActive and len(rows) < seconds:
-                if query.exception():
-                    raise query.exception()
-                time.sleep(0.05)
+            query.awaitTermination()
         finally:
             query.stop()
             store.close()
@@ -210,15 +218,16 @@ def calibrate(out: str | Path = settings.CALIBRATED_PROFILE, *,
     fits: dict[tuple[str, str], Fitted] = {}
     spark = spark_session()
 
-    say("gateway: read, select, project and move rows to DuckDB at 4 rates")
+    say("gateway: Parquet files read, judged, selected, projected and moved to DuckDB at 4 rates")
     batches = [b for rate in (20_000, 100_000, 200_000, 400_000) for b in _gateway(spark, rate, 5)]
     n = np.array([b["tuples"] for b in batches], dtype=float)
     moved = np.array([b["moved"] for b in batches], dtype=float)
     outside = statistics.median(b["outside"] for b in batches if b["outside"] is not None)
 
     read = np.array([b["read"] for b in batches])
-    source = fits["spark", "source"] = _line(model, ("spark", "source"), n, read, fixed=outside)
-    reading = np.array([fitted for _, fitted in source.points]) - outside
+    fits["spark", "source"] = _line(model, ("spark", "source"), n, read, fixed=outside)
+    scan = np.array([b["scan"] for b in batches])
+    reading = np.polyval(np.polyfit(n, scan, 1), n)  # what every job spends reading the files
     for function in ("select", "project"):
         fits["spark", function] = _line(model, ("spark", function), n, np.array(
             [b[function] for b in batches]) - reading, per_call=False)
@@ -382,7 +391,8 @@ def _spark_row(model: _Model, sql: str, rate: float, size: int) -> tuple[float, 
     """Measured C_u of ``sql`` deployed in Spark at ``rate`` (seconds of work per second of
     arrivals: the rate over the capacity), and the model's prediction."""
     o = model.optimization(sql, rate, "spark", model.values)
-    plan = Explanation(Path(f"calibrate_{abs(hash(sql)) % 10**6}.sql"), Path(), Path(), o, [])
+    plan = Explanation(Path(f"calibrate_{abs(hash(sql)) % 10**6}.sql"), model.catalog_path,
+                       Path(), o, [])
     found = capacity(plan, rate, warmup=size, measure=8)
     return rate / found.tuples_per_second, lambda v: model.utilization(sql, rate, "spark", v)
 
