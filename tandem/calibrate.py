@@ -160,7 +160,6 @@ def _gateway(spark, rate: float, seconds: int) -> list[dict]:
     them (Spark's Parquet source, rowstream/native.py): per micro-batch, the seconds of each
     timed job and of Spark's work outside them."""
     import polars as pl
-    from pyspark.sql import functions as F
 
     from rowstream.native import FILE, ROW, admit_batch, parquet_stream
     from rowstream.sources import COLUMNS
@@ -313,11 +312,10 @@ def _duckdb(model: _Model) -> dict[tuple[str, str], Fitted]:
     and projections run inside the partials' upkeep; over tagged rows they and aggregates keep
     the shipped defaults (their windows are a few thousand rows: too little to measure)."""
     size, rates = 60, (20_000, 100_000, 200_000)
-    median = _aggregate("MEDIAN", size)
     stages = [
         ("panes", ["per_window_tuple"], [(_aggregate("AVG", s), s) for s in (size, 300)]
          + [(_aggregate("MAX", size), size)]),
-        ("holistic", ["per_window_tuple"], [(median, size)]),
+        ("holistic", ["per_window_tuple"], [(_aggregate("MEDIAN", size), size)]),
         ("join", ["per_window_tuple", "per_match"], [(_join_aggregates(size), size)]),
         ("lists", ["per_window_tuple"], [(_join_rows(size), size)]),
     ]
@@ -344,7 +342,7 @@ def _duckdb(model: _Model) -> dict[tuple[str, str], Fitted]:
         # The fixed cost of an evaluation first, from a window of a few rows.
         per_call = evaluation(_aggregate("AVG", size), 100, size)
         fits["duckdb", "query"] = _set(model, "duckdb", "query", 0.0, 1, per_call=per_call)
-        fits["duckdb", "panes"] = _pane_upkeep(model, store, rates)
+        _pane_upkeep(model, store, rates)  # panes.per_tuple; the stage below fits the rest
         for function, names, queries in stages:
             rows = [(evaluation(q, r, w), lambda v, q=q, r=r: model.db_evaluation(q, r, v))
                     for q, w in queries for r in rates]
@@ -358,6 +356,10 @@ def _duckdb(model: _Model) -> dict[tuple[str, str], Fitted]:
 def _pane_upkeep(model: _Model, store: ColumnarStore, rates) -> Fitted:
     """Seconds per arriving tuple to keep pane partials (Q3's two AVGs) and lists (Q1's) up to
     date: one second of rows appended, less the same append without them."""
+    def append(schema: str, table, rows, batch: int, panes=()) -> float:
+        return min(_time(lambda: store.append_input(schema, table, rows, batch, panes))
+                   for _ in range(3))
+
     tuples, seconds = [], []
     for n, sql in enumerate((_join_aggregates(60), _join_rows(60))):
         fragment = fragments(model.optimization(sql, rates[0], "duckdb", {}).plan)[0]
@@ -366,11 +368,8 @@ def _pane_upkeep(model: _Model, store: ColumnarStore, rates) -> Fitted:
             store.create(schema)
             for k, table in enumerate(fragment.sources):
                 rows = SmartPlugs(rate=rate).between(0, 1).select(list(table.columns))
-                bare = min(_time(lambda: store.append_input(schema, table, rows, k))
-                           for _ in range(3))
-                full = min(_time(lambda: store.append_input(schema, table, rows, k,
-                                                            fragment.panes))
-                           for _ in range(3))
+                bare, full = (append(schema, table, rows, k, panes)
+                              for panes in ((), fragment.panes))
                 tuples.append(rows.num_rows)
                 seconds.append(max(full - bare, 0.0))
     return _line(model, ("duckdb", "panes"), np.array(tuples, float), np.array(seconds),

@@ -30,9 +30,9 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.state import GroupStateTimeout
 
 from optimizer.logical import Aggregate, Node, post_order, windows
-from rowstream.buckets import WHOLE_PLAN
+from rowstream.buckets import WHOLE_PLAN, _micros
 from rowstream.dsps import HEARTBEAT
-from rowstream.eventtime import EPOCH, watermark
+from rowstream.eventtime import watermark
 
 BUCKETS = 16
 NAME = "expert-numpy"
@@ -48,7 +48,7 @@ def evaluate(stream: DataFrame, root: Node, schema: T.StructType, buckets: int,
     factor = 0.9 if peak == "MAX" else 1.0  # Q1: above 90 % of the maximum; Q2: the average
     window = windows(root)[0]
     span, step = round(window.size * 1e6), round(window.slide * 1e6)
-    final = None if last_end is None else (last_end - EPOCH).total_seconds() * 1e6
+    final = None if last_end is None else _micros(last_end)
     count, = (n for n in schema.names if n not in (*KEYS, "window_end", HEARTBEAT))
 
     def bucket(key, frames: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
@@ -72,7 +72,7 @@ def evaluate(stream: DataFrame, root: Node, schema: T.StructType, buckets: int,
             bound = watermark(int(marks["ts"].to_numpy("datetime64[us]").astype(np.int64).max()),
                               lateness)
             if final is not None:
-                bound = min(bound, int(final))
+                bound = min(bound, final)
             first = evaluated if evaluated >= 0 else int(ts[0]) // step * step
             ends = list(range(first + step, bound // step * step + 1, step))
         out = [_counts(ts, plug, value, np.array(ends, np.int64), span, step, factor, peak)
