@@ -42,6 +42,14 @@ SPARK, DUCKDB = "spark", "duckdb"
 class OperatorCost:
     u: float  # Eq. 6.4
     memory: float  # bytes of state held
+    # The share of u spent on the MIG's evaluation thread (rowstream/mig.py): a DB-op's SQL and
+    # what follows it. The rest (the gateway, Spark's operators before the MIG, the moves into
+    # DuckDB) runs in the micro-batch's job, beside the previous batch's evaluation.
+    evaluation: float = 0.0
+
+    def after_mig(self) -> OperatorCost:
+        """The same work run on the evaluation thread: a Spark operator over a DB-op's rows."""
+        return OperatorCost(self.u, self.memory, self.u)
 
 
 @dataclass(frozen=True)
@@ -49,13 +57,21 @@ class PlanCost:
     bottleneck: float  # C_b, Eq. 6.5
     utilization: float  # C_u, Eq. 6.6
     memory: float  # bytes of state, Zhu Eq. 4.3/4.5
+    evaluation: float = 0.0  # the part of C_u on the MIG's evaluation thread
+
+    @property
+    def arrival(self) -> float:
+        """The part of C_u in the micro-batch's job."""
+        return self.utilization - self.evaluation
 
     def add(self, op: OperatorCost) -> PlanCost:
-        return PlanCost(max(self.bottleneck, op.u), self.utilization + op.u, self.memory + op.memory)
+        return PlanCost(max(self.bottleneck, op.u), self.utilization + op.u,
+                        self.memory + op.memory, self.evaluation + op.evaluation)
 
     def combine(self, other: PlanCost) -> PlanCost:
         return PlanCost(max(self.bottleneck, other.bottleneck),
-                        self.utilization + other.utilization, self.memory + other.memory)
+                        self.utilization + other.utilization, self.memory + other.memory,
+                        self.evaluation + other.evaluation)
 
 
 ZERO = PlanCost(0.0, 0.0, 0.0)
@@ -80,14 +96,31 @@ class Objective:
     feasibility: bool = True
     memory_budget: float | None = None  # bytes
     # Ji assumes every operator has processors of its own (Sec. 6.3.2), so the busiest one
-    # bounds the rate (C_b). Where a micro-batch runs its operators one after another on shared
-    # cores, as Spark local mode and an embedded DuckDB do, their sum does (C_u).
+    # bounds the rate (C_b). Where a micro-batch runs its operators on shared cores, as Spark
+    # local mode and an embedded DuckDB do, the two sides of the MIG's pipeline bound it.
     time_shared: bool = False
+    # sigma: the share of the smaller side of the pipeline that does not overlap the larger;
+    # 1 when the operators run one after another (the load is then C_u).
+    overlap: float = 1.0
+
+    def load(self, cost: PlanCost) -> float:
+        """Seconds of wall time one second of arrivals takes: C_b (Eq. 6.5) on Ji's machine; on
+        shared cores, the job's side and the evaluation's side of the MIG overlapped,
+        max(A, E) + sigma * min(A, E), which is C_u (Eq. 6.6) when sigma = 1."""
+        if not self.time_shared:
+            return cost.bottleneck
+        a, e = cost.arrival, cost.evaluation
+        return max(a, e) + self.overlap * min(a, e)
+
+    @property
+    def two_sided(self) -> bool:
+        """Does the load depend on how C_u splits between the pipeline's two sides?"""
+        return self.time_shared and self.overlap < 1 and self.feasibility
 
     def effective_bottleneck(self, cost: PlanCost) -> float:
         # Memory grows with the rate as the load does, so a plan over budget by x behaves like
         # a bottleneck of x: it is infeasible, and less so the closer it is to the budget.
-        load = cost.utilization if self.time_shared else cost.bottleneck
+        load = self.load(cost)
         if self.memory_budget is None:
             return load
         return max(load, cost.memory / self.memory_budget)
@@ -104,9 +137,14 @@ class Objective:
         return (0, cost.utilization) if b <= 1 else (1, b)
 
     def dominates(self, a: PlanCost, b: PlanCost) -> bool:
-        """a is at least as good as b under every extension (Ji Sec. 6.3.4; with a memory budget
-        the extension adds the same memory to both, so memory must be no worse as well)."""
-        if self.rank(a) > self.rank(b):
+        """a is at least as good as b under every extension (Ji Sec. 6.3.4). An extension adds
+        the same memory to both, so with a memory budget memory must be no worse as well; and
+        the same work to each side of the pipeline, so with an overlapped load each side must be
+        no worse: the load rises with either side, and C_u with both."""
+        if self.two_sided:
+            if a.arrival > b.arrival or a.evaluation > b.evaluation:
+                return False
+        elif self.rank(a) > self.rank(b):
             return False
         return self.memory_budget is None or not self.feasibility or a.memory <= b.memory
 
@@ -236,9 +274,12 @@ class CostModel:
         transfer_out = 0.0 if to_sink else (
             out.lambda_out * self._c(DUCKDB, "transfer_out", "per_tuple")
             + out.n_slide * self._c(DUCKDB, "transfer_out", "per_call"))
-        u = transfer_in + fragment.arrival + out.n_slide * evaluation + transfer_out
+        # The moves in and the partials' upkeep run in the micro-batch's job (the MIG's
+        # foreachBatch); the SQL and the move out on its evaluation thread.
+        evaluated = out.n_slide * evaluation + transfer_out
         memory = sum(state for _, state in terms)
-        found = self._db[key] = OperatorCost(u, memory)
+        found = self._db[key] = OperatorCost(transfer_in + fragment.arrival + evaluated, memory,
+                                             evaluated)
         return found
 
     def _input_term(self, signature_: str) -> tuple[float, float]:
@@ -343,11 +384,13 @@ class CostModel:
         u = lam * self._c(SPARK, "source", "per_tuple") + self._per_batch(SPARK, "source")
         return OperatorCost(u, 0.0)
 
-    def sink(self, root: Node, engine: str) -> OperatorCost:
-        """R2S into the DuckDB results table: a MIG transfer when the root runs in Spark."""
+    def sink(self, root: Node, engine: str, after_mig: bool = False) -> OperatorCost:
+        """R2S into the DuckDB results table: a MIG transfer when the root runs in Spark. The
+        insert is the evaluation thread's commit; the transfer is in the job unless the root
+        runs after a DB-op (``after_mig``), on the evaluation thread."""
         lam = self.stats[root].lambda_out
         insert = lam * self._c(DUCKDB, "sink", "per_tuple")
         if engine == DUCKDB:
-            return OperatorCost(insert, 0.0)
-        return OperatorCost(insert + lam * self._c(SPARK, "sink", "per_tuple")
-                            + self._per_batch(SPARK, "sink"), 0.0)
+            return OperatorCost(insert, 0.0, insert)
+        move = lam * self._c(SPARK, "sink", "per_tuple") + self._per_batch(SPARK, "sink")
+        return OperatorCost(insert + move, 0.0, insert + (move if after_mig else 0.0))

@@ -92,7 +92,7 @@ def optimize(sql: str, catalog: Catalog, profile: Profile, rate: float | None = 
         catalog = catalog.with_total_rate(sorted({w.stream for w in windows(root)}), rate)
     rate = sum(catalog.streams[s].rate for s in {w.stream for w in windows(root)})
     objective = Objective(feasibility=feasibility, memory_budget=memory_budget,
-                          time_shared=profile.time_shared)
+                          time_shared=profile.time_shared, overlap=profile.overlap)
     profile_model = lambda: CostModel(Statistics(catalog), profile, span)  # noqa: E731
 
     start = time.perf_counter()

@@ -5,7 +5,11 @@ The enumeration is bottom-up over the R2R operators. At each operator it keeps
 * the best partial plan rooted at a DSPS-op: a DSPS-op's u is the same in every plan and does
   not change as the plan grows, so the principle of optimality holds for it (Ji's proof, Parts
   1 and 2). With a memory budget, memory adds up rather than maxes, so the partial plans kept
-  are those that no other beats both by Definition 6.1 and in memory;
+  are those that no other beats both by Definition 6.1 and in memory. With a load that overlaps
+  the two sides of the MIG's pipeline (``cost.Objective.load``), the sides add up separately,
+  so the plans kept are those that no other beats on both sides; and since an operator above
+  runs on the evaluation thread iff a DB-op is below it, plans with and without one are kept
+  apart;
 * every partial plan rooted at a DB-op: its cost is not additive, so it cannot be pruned.
 
 With a feasible query (the pure-Spark or the pure-DuckDB plan is feasible), partial plans that
@@ -73,16 +77,20 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
         return not prune_infeasible or objective.feasible(p.closed.add(source))
 
     def best_closed(candidates: list[Partial]) -> list[Partial]:
-        """The DSPS-side survivors: one plan, or a memory Pareto set under a budget."""
+        """The DSPS-side survivors: one plan, or the plans no other dominates when the cost is
+        more than one number (a memory budget; the pipeline's two sides)."""
         scored = [(close(p), p) for p in candidates]
         order = lambda cp: (objective.rank(cp[0]), cp[1].engines)  # noqa: E731
-        if objective.memory_budget is None:
+        if objective.memory_budget is None and not objective.two_sided:
             cost, p = min(scored, key=order)
             return [Partial(p.root, p.engines, cost, None)]
         scored.sort(key=order)
         survivors: list[tuple[PlanCost, Partial]] = []
         for cost, p in scored:
-            if not any(objective.dominates(c, cost) for c, _ in survivors):
+            # What an operator above adds lands on the evaluation thread iff a DB-op is below
+            # it: only plans alike in that compare.
+            if not any(objective.dominates(c, cost) and _fed_by_db(q) == _fed_by_db(p)
+                       for c, q in survivors):
                 survivors.append((cost, p))
         return [Partial(p.root, p.engines, cost, None) for cost, p in survivors]
 
@@ -93,7 +101,7 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
         if SPARK in allowed[i]:
             u = model.dsps(op)
             for combo in itertools.product(*(best_closed(cp) for cp in child_plans)):
-                closed = ZERO.add(u)
+                closed = ZERO.add(u.after_mig() if any(map(_fed_by_db, combo)) else u)
                 for p in combo:
                     closed = closed.combine(p.closed)
                 new.append(Partial(i, sum((p.engines for p in combo), ()) + (IN_SPARK,), closed, None))
@@ -128,7 +136,8 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
 
     def complete(p: Partial) -> PlanCost:
         engine = SPARK if p.open is None else DUCKDB
-        return close(p, to_sink=True).add(model.sink(plan.root, engine)).add(source)
+        sink = model.sink(plan.root, engine, after_mig=p.open is None and _fed_by_db(p))
+        return close(p, to_sink=True).add(sink).add(source)
 
     best = min(finals, key=lambda p: (objective.rank(complete(p)), p.engines))
     placement = {plan.ids[op]: ENGINES[e] for op, e in zip(plan.operators, best.engines, strict=True)}
@@ -147,6 +156,11 @@ def exhaustive(plan: LogicalPlan, model: CostModel, objective: Objective,
         if best_key is None or key < best_key:
             best_key, best = key, placement
     return SearchResult(best, count, count, 1)
+
+
+def _fed_by_db(p: Partial) -> bool:
+    """Is a DB-op in the partial plan? Then its root, if in Spark, runs after the MIG."""
+    return IN_DUCKDB in p.engines
 
 
 def _known_feasible(plan: LogicalPlan, model: CostModel, objective: Objective,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from optimizer.cost import DUCKDB, SPARK, ZERO, CostModel, PlanCost
-from optimizer.logical import LogicalPlan, Node
+from optimizer.logical import LogicalPlan, Node, is_r2r
 
 
 @dataclass(frozen=True)
@@ -51,15 +51,28 @@ def db_fragments(plan: LogicalPlan, placement: dict[str, str]) -> dict[Node, fro
     return {root: frozenset(f) for root, f in fragments.items()}
 
 
+def after_mig(plan: LogicalPlan, placement: dict[str, str]) -> set[Node]:
+    """The Spark operators a DB-op feeds, directly or through others: they run on the MIG's
+    evaluation thread, over DataFrames of DuckDB's rows."""
+    after: set[Node] = set()
+    for op in plan.operators:  # post-order: children first
+        if placement[plan.ids[op]] == SPARK and any(
+                c in after or (is_r2r(c) and placement[plan.ids[c]] == DUCKDB) for c in op.inputs):
+            after.add(op)
+    return after
+
+
 def plan_cost(plan: LogicalPlan, placement: dict[str, str], model: CostModel) -> PlanCost:
     """C(P) = <C_b, C_u> (Eq. 6.5, 6.6) with the state memory, of a complete placement."""
     cost = ZERO.add(model.source(plan.streams))
+    after = after_mig(plan, placement)
     for op in plan.operators:
         if placement[plan.ids[op]] == SPARK:
-            cost = cost.add(model.dsps(op))
+            c = model.dsps(op)
+            cost = cost.add(c.after_mig() if op in after else c)
     for root, fragment in db_fragments(plan, placement).items():
         cost = cost.add(model.db(fragment, root, to_sink=root is plan.root))
-    return cost.add(model.sink(plan.root, root_engine(plan, placement)))
+    return cost.add(model.sink(plan.root, root_engine(plan, placement), plan.root in after))
 
 
 def evaluate(plan: LogicalPlan, placement: dict[str, str], model: CostModel) -> PhysicalPlan:
@@ -93,7 +106,7 @@ def evaluate(plan: LogicalPlan, placement: dict[str, str], model: CostModel) -> 
                 owner[op], "db-op", DUCKDB, tuple(plan.ids[m] for m in plan.operators if m in fragment),
                 tuple(physical_input(i) for i in inputs), sum(st[i].lambda_out for i in inputs),
                 st[op].lambda_out, c.u, c.memory))
-    sink = model.sink(plan.root, root_engine(plan, placement))
+    sink = model.sink(plan.root, root_engine(plan, placement), plan.root in after_mig(plan, placement))
     ops.append(PhysicalOperator("sink", "sink", DUCKDB, (), (physical_input(plan.root),),
                                 st[plan.root].lambda_out, st[plan.root].lambda_out, sink.u, 0.0))
     return PhysicalPlan(plan, dict(placement), tuple(ops), plan_cost(plan, placement, model))

@@ -22,6 +22,7 @@ class Profile:
     functions: dict[str, dict[str, dict[str, float]]]  # engine -> function -> coefficient
     source: str
     time_shared: bool = False  # operators share the cores (see cost.Objective)
+    overlap: float = 1.0  # sigma of cost.Objective.load: 1 = no overlap, C_u
 
     def coef(self, engine: str, function: str, name: str) -> float:
         try:
@@ -48,5 +49,8 @@ def load_profile(path: str | Path | None = None) -> Profile:
             except (TypeError, ValueError, AttributeError):
                 raise CatalogError(f"profile {path}: [{engine}.{function}] must hold numbers") from None
     meta = raw.get("meta", {})
+    overlap = meta.get("overlap", 1.0)
+    if not isinstance(overlap, (int, float)) or not 0 <= overlap <= 1:
+        raise CatalogError(f"profile {path}: [meta] overlap must be a number from 0 to 1")
     return Profile(str(meta.get("name", path.stem)), float(meta.get("micro_batch_seconds", 1.0)),
-                   functions, str(path), bool(meta.get("time_shared", False)))
+                   functions, str(path), bool(meta.get("time_shared", False)), float(overlap))

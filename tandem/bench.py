@@ -104,10 +104,11 @@ def plans_at(query: str, rate: float, others: int, profile: str | None = None
 
 
 def predicted_capacity(plan: Explanation, rate: float) -> float:
-    """What the cost model expects: the rate over the seconds of work per second (C_u; the
-    calibrated profile's micro-batch runs the operators one after another)."""
-    cost = plan.optimization.plan.cost.utilization
-    return rate / cost if cost else math.inf
+    """What the cost model expects: the rate over the wall seconds one second of arrivals
+    takes (``Objective.load``: on a calibrated profile, the MIG's two sides overlapped)."""
+    o = plan.optimization
+    load = o.objective.load(o.plan.cost)
+    return rate / load if load else math.inf
 
 
 def sweep(queries=QUERIES, rates=RATES, *, others: int = 2, measure: float = 10.0,

@@ -26,7 +26,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -262,9 +262,11 @@ def calibrate(out: str | Path = settings.CALIBRATED_PROFILE, *,
             _spark_row(model, _join_rows(10), 2000, 10)]
     fits["spark", "join"] = model.fit(("spark", "join"), ["per_tuple", "per_match", "per_call"],
                                       rows)
+    say("the MIG's pipeline: pure-DuckDB MEDIANs whose job and evaluation weigh alike")
+    overlap, fits["meta", "overlap"] = _overlap(model)
     say(f"writing {out}")
-    profile = model.profile(model.values, f"calibrated on {platform.node()} "
-                            f"{time.strftime('%Y-%m-%d %H:%M')}")
+    profile = replace(model.profile(model.values, f"calibrated on {platform.node()} "
+                                    f"{time.strftime('%Y-%m-%d %H:%M')}"), overlap=overlap)
     write_profile(Path(out), profile, fits)
     # Beside the profile, what each function was fitted to (seconds measured and fitted).
     Path(out).with_suffix(".json").write_text(json.dumps({
@@ -389,11 +391,44 @@ def _insert_cost() -> float:
 def _spark_row(model: _Model, sql: str, rate: float, size: int) -> tuple[float, Callable]:
     """Measured C_u of ``sql`` deployed in Spark at ``rate`` (seconds of work per second of
     arrivals: the rate over the capacity), and the model's prediction."""
-    o = model.optimization(sql, rate, "spark", model.values)
+    measured, _ = _measured_load(model, sql, rate, size, "spark")
+    return measured, lambda v: model.utilization(sql, rate, "spark", v)
+
+
+def _measured_load(model: _Model, sql: str, rate: float, size: int, placement: str):
+    """Wall seconds per second of arrivals of ``sql`` placed by ``placement`` at ``rate``,
+    measured as ``tandem bench`` measures capacity, and its optimisation with the values fitted
+    so far."""
+    o = model.optimization(sql, rate, placement, model.values)
     plan = Explanation(Path(f"calibrate_{abs(hash(sql)) % 10**6}.sql"), model.catalog_path,
                        Path(), o, [])
     found = capacity(plan, rate, warmup=size, measure=8)
-    return rate / found.tuples_per_second, lambda v: model.utilization(sql, rate, "spark", v)
+    return rate / found.tuples_per_second, o
+
+
+def _overlap(model: _Model) -> tuple[float, Fitted]:
+    """sigma of ``Objective.load``: the share of the smaller side of the MIG's pipeline that
+    the larger one does not hide. Measured on pure-DuckDB MEDIANs over 5-minute windows, where
+    the job (the gateway, the move into DuckDB) and the evaluation thread (the window's rows)
+    weigh about the same, once every unit cost is fitted: load = max + sigma * min."""
+    sql = _aggregate("MEDIAN", 300, "WHERE property = 1")
+    rows = []
+    for rate in (100_000, 200_000):
+        measured, o = _measured_load(model, sql, rate, 300, "duckdb")
+        a, e = o.plan.cost.arrival, o.plan.cost.evaluation
+        rows.append((measured, max(a, e), min(a, e)))
+    return fit_overlap(rows)
+
+
+def fit_overlap(rows: list[tuple[float, float, float]]) -> tuple[float, Fitted]:
+    """sigma in [0, 1] from rows of (measured load, larger side, smaller side), by least
+    squares on relative error as every other fit: (t - larger) / t = sigma * smaller / t."""
+    t, larger, smaller = (np.array(c) for c in zip(*rows, strict=True))
+    x, y = smaller / t, (t - larger) / t
+    sigma = float(np.clip(np.dot(x, y) / np.dot(x, x), 0.0, 1.0))
+    fitted = larger + sigma * smaller
+    return sigma, Fitted({("meta", "overlap", "sigma"): sigma}, fit_error(fitted, t), len(rows),
+                         list(zip(t, fitted, strict=True)))
 
 
 def write_profile(path: Path, profile: Profile, fits: dict) -> None:
@@ -401,9 +436,12 @@ def write_profile(path: Path, profile: Profile, fits: dict) -> None:
              "# seconds, measured by `tandem calibrate`. fit_error: RMS of the fit's residuals over the",
              "# mean of the function's measurements (0 where one measurement sets it).", "",
              "[meta]", f'name = "{profile.name}"', "micro_batch_seconds = 1.0",
-             "# A micro-batch runs its operators one after another on this machine's cores, so a",
-             "# plan keeps up when the sum of its operators' costs does (C_u <= 1).",
-             "time_shared = true", ""]
+             "# The operators share this machine's cores. The MIG's evaluation of a batch runs",
+             "# beside Spark's job for the next one: a plan keeps up when",
+             "# max(job, evaluation) + overlap * min(job, evaluation) <= 1 (cost.Objective.load).",
+             "time_shared = true", f"overlap = {profile.overlap:.3f}",
+             f"fit_error = {fits[('meta', 'overlap')].error:.3f}" if ("meta", "overlap") in fits
+             else "# overlap: not measured", ""]
     for engine, functions in profile.functions.items():
         for function, coefficients in functions.items():
             lines.append(f"[{engine}.{function}]")

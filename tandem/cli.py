@@ -350,8 +350,13 @@ def render(result: Explanation) -> None:
     feasible = "[green]yes[/]" if o.feasible else "[red]no[/]"
     summary.add_row("C_b (bottleneck, Eq. 6.5)", f"{plan.cost.bottleneck:.4f}")
     summary.add_row("C_u (utilisation, Eq. 6.6)", f"{plan.cost.utilization:.4f}")
+    if o.objective.time_shared:
+        summary.add_row(f"load (shared cores, σ = {o.objective.overlap:g})",
+                        f"{o.objective.load(plan.cost):.4f}: job {plan.cost.arrival:.4f}, "
+                        f"evaluation {plan.cost.evaluation:.4f}")
     budget = o.objective.memory_budget
-    condition = "C_b ≤ 1" + (", memory ≤ budget" if budget else "")
+    condition = ("load" if o.objective.time_shared else "C_b") + " ≤ 1" + (
+        ", memory ≤ budget" if budget else "")
     summary.add_row(f"feasible ({condition})" + ("" if o.objective.feasibility else ", not checked"),
                     feasible)
     summary.add_row("state memory (Zhu Eq. 4.3–4.5)",

@@ -59,6 +59,11 @@ class Explanation:
                 for n in post_order(o.logical.root)],
             "bottleneck_cost": plan.cost.bottleneck,
             "utilization_cost": plan.cost.utilization,
+            # Wall seconds per second of arrivals (Objective.load) and the MIG's two sides.
+            "load": o.objective.load(plan.cost),
+            "job_cost": plan.cost.arrival,
+            "evaluation_cost": plan.cost.evaluation,
+            "overlap": o.objective.overlap if o.objective.time_shared else None,
             "feasible": o.feasible,
             "feasibility_check": o.objective.feasibility,
             "memory_bytes": plan.cost.memory,

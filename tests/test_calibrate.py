@@ -3,6 +3,8 @@ that profile's coefficients; its profile file loads as the optimiser reads profi
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -14,6 +16,7 @@ from tandem.calibrate import (
     _Model,
     _nnls,
     fit_error,
+    fit_overlap,
     write_profile,
 )
 
@@ -66,15 +69,24 @@ def test_fit_error_is_relative_to_the_mean_measurement():
     assert fit_error(np.array([1.0, 3.0]), np.array([2.0, 2.0])) == pytest.approx(0.5)
 
 
+def test_overlap_fit_recovers_sigma_and_stays_within_0_and_1():
+    sides = [(0.5, 0.4), (1.1, 0.9), (0.3, 0.05)]  # (larger, smaller)
+    sigma, fitted = fit_overlap([(a + 0.3 * b, a, b) for a, b in sides])
+    assert sigma == pytest.approx(0.3) and fitted.error == pytest.approx(0.0, abs=1e-12)
+    assert fit_overlap([(a + 2 * b, a, b) for a, b in sides])[0] == 1.0  # worse than serial
+    assert fit_overlap([(0.9 * a, a, b) for a, b in sides])[0] == 0.0  # better than the larger
+
+
 def test_written_profile_loads_with_its_coefficients(tmp_path):
     model = _Model()
     model.values[("spark", "source", "per_call")] = 0.3
-    profile = model.profile(model.values, "calibrated here")
+    profile = replace(model.profile(model.values, "calibrated here"), overlap=0.25)
     fits = {("spark", "source"): Fitted({("spark", "source", "per_call"): 0.3}, 0.12, 5)}
     write_profile(tmp_path / "p.toml", profile, fits)
     text = (tmp_path / "p.toml").read_text()
     loaded = load_profile(tmp_path / "p.toml")
     assert loaded.time_shared and loaded.coef("spark", "source", "per_call") == 0.3
+    assert loaded.overlap == 0.25
     assert "fit_error = 0.120" in text
     for engine, functions in profile.functions.items():
         for function, coefficients in functions.items():

@@ -180,6 +180,26 @@ def test_time_shared_operators_keep_up_only_when_their_sum_does():
         time_shared=True).rank(cost)
 
 
+def test_the_job_and_the_evaluation_thread_overlap(unit_catalog, unit_profile):
+    plan, model = model_for(COUNT_BY_K, unit_catalog, unit_profile)
+    # Both in DuckDB: the job holds the source 0.2, the move in 0.11 and the partials' upkeep
+    # 0.005; the evaluation thread the SQL 0.012 and the insert into the results 10 * 0.0005.
+    duck = evaluate(plan, uniform(plan, "duckdb"), model).cost
+    assert (duck.arrival, duck.evaluation) == pytest.approx((0.315, 0.017))
+    # Only the selection in DuckDB: the SQL 0.01 and the move out 0.06 run on the thread, and
+    # so does the aggregate in Spark over DuckDB's rows (0.1) and the sink's move and insert.
+    mixed = evaluate(plan, {"select_1": "duckdb", "aggregate_1": "spark"}, model).cost
+    assert (mixed.arrival, mixed.evaluation) == pytest.approx((0.31, 0.07 + 0.1 + 0.015))
+    # load = max(A, E) + sigma * min(A, E); sigma = 1 is C_u, Ji's C_b applies without sharing.
+    assert Objective(time_shared=True, overlap=0.5).load(mixed) == pytest.approx(0.31 + 0.0925)
+    assert Objective(time_shared=True).load(mixed) == pytest.approx(mixed.utilization)
+    assert Objective(overlap=0.5).load(mixed) == mixed.bottleneck
+    # The overlapped load ranks plans: the mixed plan takes more resources (C_u) but less wall
+    # time than the pure-DuckDB one would at sigma = 0.
+    shared = Objective(time_shared=True, overlap=0.0)
+    assert shared.load(mixed) == pytest.approx(0.31) and shared.load(duck) == pytest.approx(0.315)
+
+
 costs = st.builds(PlanCost, st.floats(0, 3), st.floats(0, 10), st.just(0.0))
 
 
