@@ -307,19 +307,19 @@ def _time(job) -> float:
 
 def _duckdb(model: _Model) -> dict[tuple[str, str], Fitted]:
     """Fragment SQL of pure-DuckDB micro-queries, one evaluation per window_end, over windows
-    of 60 s at growing rates (cardinality = rate x 60: 1.2 M to 12 M rows, the windows of Q1
-    between 8k and 80k tuples/s; hash tables outgrow the caches on the way). COUNT, SUM, AVG,
-    MIN and MAX read pane partials, whose number grows with the window (60 and 300 s), not the
-    rate; MEDIAN reads the window's rows; Q1's shape reads lists of rows per pane. Selections
+    of 60 s and of 300 s (Q1-Q6's) at growing rates (cardinality = rate x window: 1.2 M to 60 M
+    rows; hash tables outgrow the caches on the way). COUNT, SUM, AVG, MIN and MAX read pane
+    partials, whose number grows with the window, not the rate; MEDIAN reads the window's rows;
+    Q1's shape reads lists of rows per pane. Selections
     and projections run inside the partials' upkeep; over tagged rows they and aggregates keep
     the shipped defaults (their windows are a few thousand rows: too little to measure)."""
     size, rates = 60, (20_000, 100_000, 200_000)
     stages = [
         ("panes", ["per_window_tuple"], [(_aggregate("AVG", s), s) for s in (size, 300)]
          + [(_aggregate("MAX", size), size)]),
-        ("holistic", ["per_window_tuple"], [(_aggregate("MEDIAN", size), size)]),
+        ("holistic", ["per_window_tuple"], [(_aggregate("MEDIAN", s), s) for s in (size, 300)]),
         ("join", ["per_window_tuple", "per_match"], [(_join_aggregates(size), size)]),
-        ("lists", ["per_window_tuple"], [(_join_rows(size), size)]),
+        ("lists", ["per_window_tuple"], [(_join_rows(s), s) for s in (size, 300)]),
     ]
     fits = {}
     with tempfile.TemporaryDirectory(prefix="tandem-calibrate-") as tmp:

@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from columnar.fragment_sql import input_table, rows_kept
 from columnar.store import ColumnarStore
+from optimizer import load_catalog
 from optimizer.deployment import deploy
 from optimizer.logical import stateless_rows
 from rowstream.mig import EPOCH, STREAM
@@ -59,12 +60,14 @@ def preloadable(plan: Explanation) -> bool:
 
 
 def preload(store: ColumnarStore, plan: Explanation, stream: Iterable[pa.Table],
-            seconds: float) -> None:
+            seconds: float, lateness: float = 0.0) -> None:
     """Put into the store what the MIG holds after ``seconds`` of ``stream`` (which starts at
     the generator's start; in parts of whole slides, so that the window state, not the
     generator's rows, is what fills the memory): each crossing's rows, computed by DuckDB with
-    the Spark part's predicates and projections, and the progress of a run that evaluated every
-    window_end."""
+    the Spark part's predicates and projections, and the progress of a run with the allowed
+    ``lateness``: complete, and evaluated, up to the window_end ``lateness`` before the last
+    event. A run that resumes after it evaluates a window_end per slide from its first
+    micro-batch on, as in the steady state a capacity measures."""
     physical = plan.optimization.plan
     name, logical = plan.query.stem, physical.logical
     store.create(name, fresh=True)
@@ -83,7 +86,7 @@ def preload(store: ColumnarStore, plan: Explanation, stream: Iterable[pa.Table],
                                keep=table.table in kept)
     slide = logical.root.slide
     start = EPOCH + timedelta(seconds=DEBS_START)
-    end = start + timedelta(seconds=math.floor(seconds / slide) * slide)
+    end = start + timedelta(seconds=math.floor((seconds - lateness) / slide) * slide)
     store.arrived(name, -1, start, {STREAM: end})
     store.commit(name, -1, None, end)
 
@@ -119,6 +122,9 @@ def capacity(plan: Explanation, rate: float, *, warmup: float, measure: float,
     marks: list[tuple[float, int, object]] = []  # (wall clock, tuples, event time) per batch
     warm = EPOCH + timedelta(seconds=DEBS_START + warmup)  # where the warm-up ends
     loaded = preloadable(plan)
+    if lateness is None:
+        streams = load_catalog(plan.catalog).streams
+        lateness = max(streams[s].lateness for s in plan.optimization.logical.streams)
 
     def mark(report) -> None:
         marks.append((time.perf_counter(), report.tuples, report.event_time))
@@ -135,7 +141,7 @@ def capacity(plan: Explanation, rate: float, *, warmup: float, measure: float,
         if loaded:
             store = ColumnarStore(store_path)
             preload(store, plan, stream if stream is not None else warmup_stream(rate, warmup),
-                    warmup)
+                    warmup, lateness)
             store.close()
         source = "generator"
         if landed:

@@ -29,20 +29,22 @@ def test_a_plan_with_spark_state_cannot_be_preloaded():
     assert preloadable(explain("q1", rate=RATE, placement=HYBRID_Q1))
 
 
-@pytest.mark.parametrize("name, placement", [("q1", HYBRID_Q1), ("q3", "duckdb"),
-                                             ("q5", "select_1=spark,aggregate_1=duckdb,"
-                                                    "aggregate_2=duckdb")])
-def test_preloaded_windows_give_the_reference_rows(tmp_path, truth, name, placement):  # noqa: F811
+@pytest.mark.parametrize("name, placement, lateness", [
+    ("q1", HYBRID_Q1, 0.0), ("q1", HYBRID_Q1, 5.0), ("q3", "duckdb", 0.0),
+    ("q5", "select_1=spark,aggregate_1=duckdb,aggregate_2=duckdb", 0.0)])
+def test_preloaded_windows_give_the_reference_rows(tmp_path, truth, name, placement,  # noqa: F811
+                                                    lateness):
     plan = explain(name, rate=RATE, placement=placement)
     store = ColumnarStore(tmp_path / "t.duckdb")
-    # In parts of 50 s, as a benchmark loads a long warm-up.
-    preload(store, plan, SmartPlugs(rate=RATE, **TOPOLOGY).batches(WARM, 50), WARM)
+    # In parts of 50 s, as a benchmark loads a long warm-up. With a lateness, the window_ends
+    # of its last seconds are left for the run to evaluate, as a run that got there would.
+    preload(store, plan, SmartPlugs(rate=RATE, **TOPOLOGY).batches(WARM, 50), WARM, lateness)
     store.close()
     run(name, rate=RATE, duration=DURATION, batch=50, topology=TOPOLOGY, warmup=WARM,
         begin=WARM, resume=True, store=tmp_path / "t.duckdb", checkpoint=tmp_path / "cp",
-        explanation=plan)
+        explanation=plan, lateness=lateness)
     root = plan.optimization.logical.root
-    after = EPOCH + timedelta(seconds=DEBS_START + WARM)
+    after = EPOCH + timedelta(seconds=DEBS_START + WARM - lateness)
     want = truth.result(root).filter(pl.col("window_end") > after)
     got = results(tmp_path / "t.duckdb", name).select(root.columns)
     assert want.height > 0
