@@ -75,11 +75,14 @@ def _role_name(m: Measured) -> str:
 
 
 def write(points: list[Point], out_dir: Path, command: str, calibration: str,
-          minutes: float, spark_design: str) -> Path:
+          minutes: float, spark_design: str, latest: bool = True) -> Path:
+    """The report in ``out_dir``; ``latest``: its figures also become the results directory's
+    bench.json (not when an old run's report is written again)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     queries = [q for q in QUERIES if any(p.query == q for p in points)]
     data = write_json(points, out_dir / "bench.json", command, calibration, minutes, spark_design)
-    (out_dir.parent / "bench.json").write_text(json.dumps(data, indent=1) + "\n")
+    if latest:
+        (out_dir.parent / "bench.json").write_text(json.dumps(data, indent=1) + "\n")
     kept = out_dir / "profile.toml"  # the unit costs the predictions and choices came from
     if Path(calibration).is_file() and not (kept.exists() and kept.samefile(calibration)):
         shutil.copy(calibration, kept)
@@ -117,7 +120,7 @@ def write(points: list[Point], out_dir: Path, command: str, calibration: str,
                      f" at {s['capacity_ratio_rate_vs_spark']:,.0f} tuples/s, optimiser / "
                      f"pure-DuckDB {_fmt(s['capacity_ratio_vs_duckdb'])} at "
                      f"{s['capacity_ratio_rate_vs_duckdb']:,.0f} tuples/s.")
-    lines += ["", "## Issue 4's targets", "", "| target | measured | met |", "|---|---|---|"]
+    lines += ["", "## Targets", "", "| target | measured | met |", "|---|---|---|"]
     lines += [f"| {t} | {m} | {'yes' if ok else '**no**'} |" for t, m, ok in _targets(data)]
     notes = out_dir / "notes.md"
     if notes.exists():  # written by hand after the run: the gaps' causes, what would close them
@@ -195,17 +198,18 @@ def _targets(data: dict) -> list[tuple[str, str, bool]]:
         s = data["queries"].get(q)
         if s is None:
             continue
-        for key, role, target in (("ratio_vs_spark", SPARK, 8.0), ("ratio_vs_duckdb", DUCKDB, 1.6)):
+        for key, role, target, issue in (("ratio_vs_spark", SPARK, 20.0, 15),
+                                         ("ratio_vs_duckdb", DUCKDB, 1.6, 4)):
             ratio, theirs = s[key], s["max_rate"][role]
-            out.append((f"{q.upper()}: optimiser's max rate ≥ {target}x {role}'s",
+            out.append((f"{q.upper()}: optimiser's max rate ≥ {target:g}x {role}'s (issue {issue})",
                         f"{s['max_rate'][CHOICE]:,.0f} / " + (
                             f"{theirs:,.0f} = {ratio:.1f}x" if ratio else
                             "none (it kept up with no rate measured)"),
                         bool(ratio and ratio >= target)))
     if "q1" in data["queries"]:
         rate = data["queries"]["q1"]["max_rate"][CHOICE]
-        out.append(("Q1: optimiser's plan sustains ≥ 200,000 tuples/s", f"{rate:,.0f}",
-                    rate >= 200_000))
+        out.append(("Q1: optimiser's plan sustains ≥ 250,000 tuples/s (issue 15)", f"{rate:,.0f}",
+                    rate >= 250_000))
     overall = data["overall"]
     out.append(("optimiser accuracy ≥ 95 %", f"{overall['optimizer_accuracy']:.0%}",
                 overall["optimizer_accuracy"] >= 0.95))

@@ -401,7 +401,7 @@ def _measured_load(model: _Model, sql: str, rate: float, size: int, placement: s
     so far."""
     o = model.optimization(sql, rate, placement, model.values)
     plan = Explanation(Path(f"calibrate_{abs(hash(sql)) % 10**6}.sql"), model.catalog_path,
-                       Path(), o, [])
+                       Path(), o, fragments(o.plan))
     found = capacity(plan, rate, warmup=size, measure=8)
     return rate / found.tuples_per_second, o
 

@@ -428,7 +428,7 @@ def bench_command(
         data = json.loads(report_of.read_text())
         report = bench_report.write(bench.points_from(data), report_of.parent, data["command"],
                                     str(report_of.parent / "profile.toml"), data["minutes"],
-                                    data.get("spark_design", "built-in"))
+                                    data.get("spark_design", "built-in"), latest=False)
         console.print(f"Report: {_short(report)}", highlight=False)
         return
     if quick:

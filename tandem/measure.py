@@ -5,7 +5,9 @@ measure this way.
 The windows are filled before the measured micro-batches in one of two ways. A plan whose Spark
 part keeps no state (selections and projections, then the MIG) has all its window state in
 DuckDB: the rows the MIG would have appended are loaded there directly, computed by DuckDB from
-the generator's rows with the Spark part's own expressions, and the stream resumes after them.
+the generator's rows with the Spark part's own expressions, and the stream resumes after them,
+with the window_ends of the last lateness seconds still to evaluate, as in a run that got there:
+every measured micro-batch then evaluates its window_end.
 Any other plan runs the warm-up through Spark in one-minute micro-batches; one that cannot keep
 up with the arrivals even so is stopped, its capacity bounded by what it reached.
 """
