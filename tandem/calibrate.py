@@ -1,7 +1,7 @@
 """`tandem calibrate`: measure the unit costs of Ji's cost model (Sec. 6.3.2) on this machine and
 write them as a profile (``optimizer/profile.py``'s format).
 
-Four groups of micro-benchmarks, each on the real engines:
+Five groups of micro-benchmarks, each on the real engines:
 
 * **the gateway** (one streaming query per rate): per micro-batch, timed Spark jobs over
   Parquet files landed as users land them, read by Spark's own source (scan; every row moved
@@ -10,7 +10,10 @@ Four groups of micro-benchmarks, each on the real engines:
 * **DuckDB fragments**: the SQL of small DB-ops over windows of growing cardinality;
 * **DuckDB -> Spark**: ``createDataFrame`` from Arrow tables of growing size;
 * **Spark's stateful operators**: small queries deployed entirely in Spark, their capacity
-  measured as ``tandem bench`` does, at two window sizes.
+  measured as ``tandem bench`` does, at two window sizes;
+* **the MIG's pipeline**: how much of the smaller of its two sides (Spark's job, DuckDB's
+  evaluation thread) the larger hides, σ of ``cost.Objective.load``, last, from the capacity of
+  pure-DuckDB plans whose sides weigh alike.
 
 Every unit-cost function is linear in its coefficients (Eq. 6.4 with the model's c), so a
 coefficient's share of a measurement is what the cost model predicts with that coefficient
@@ -310,9 +313,9 @@ def _duckdb(model: _Model) -> dict[tuple[str, str], Fitted]:
     of 60 s and of 300 s (Q1-Q6's) at growing rates (cardinality = rate x window: 1.2 M to 60 M
     rows; hash tables outgrow the caches on the way). COUNT, SUM, AVG, MIN and MAX read pane
     partials, whose number grows with the window, not the rate; MEDIAN reads the window's rows;
-    Q1's shape reads lists of rows per pane. Selections
-    and projections run inside the partials' upkeep; over tagged rows they and aggregates keep
-    the shipped defaults (their windows are a few thousand rows: too little to measure)."""
+    Q1's shape reads lists of rows per pane. Selections and projections run inside the
+    partials' upkeep; over tagged rows they and aggregates keep the shipped defaults (their
+    windows are a few thousand rows: too little to measure)."""
     size, rates = 60, (20_000, 100_000, 200_000)
     stages = [
         ("panes", ["per_window_tuple"], [(_aggregate("AVG", s), s) for s in (size, 300)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import threading
 import time
 from collections import Counter
@@ -37,6 +38,7 @@ _STARTING = threading.Lock()
 # here (pure-Spark Q1's first, expanding 5-minute windows) take under two minutes.
 STALL_TIMEOUT = 600.0
 ENDED_GRACE = 10.0  # a generated stream waited for after its last batch, seconds
+JVM_EXIT_SECONDS = 10.0  # how long a broken gateway waits for the JVM's launcher to exit
 OWNER = "tandem-run.json"  # in a checkpoint: the store and run it belongs to
 
 
@@ -201,7 +203,7 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
                                   f"{spark_log_path(store)}; {'free space, then ' if full else ''}"
                                   "`--resume` continues from the last checkpoint)")
         except Py4JError as err:
-            if isinstance(err, Py4JJavaError) or jvm_alive(spark):
+            if isinstance(err, Py4JJavaError) or jvm_alive(spark, wait=JVM_EXIT_SECONDS):
                 raise
             raise TandemError(f"Spark's JVM stopped during the run (killed, or out of memory: "
                               f"see {spark_log_path(store)}); what both engines committed is "
@@ -275,10 +277,18 @@ class Watchdog:
                               f"bug of Tandem's, please report it with {self.log}")
 
 
-def jvm_alive(spark) -> bool:
-    """Whether the JVM behind a local session still runs."""
+def jvm_alive(spark, wait: float = 0.0) -> bool:
+    """Whether the JVM behind a local session still runs. ``wait``: seconds to give one that
+    is going down: the process Python holds is spark-submit's launcher, which exits only after
+    the JVM, and the gateway's socket can break first."""
     process = getattr(spark.sparkContext._gateway, "proc", None)
-    return process is None or process.poll() is None
+    if process is None:
+        return True
+    try:
+        process.wait(timeout=wait)
+    except subprocess.TimeoutExpired:
+        return True
+    return False
 
 
 def default_checkpoint(store: str | Path, name: str) -> Path:
