@@ -26,13 +26,12 @@ import pyarrow as pa
 
 from columnar.fragment_sql import input_table, rows_kept
 from columnar.store import ColumnarStore
-from optimizer import load_catalog
 from optimizer.deployment import deploy
 from optimizer.logical import stateless_rows
 from rowstream.mig import EPOCH, STREAM
 from rowstream.sources import WARMUP_SPAN
 from tandem.explain import Explanation
-from tandem.run import run
+from tandem.run import catalog_streams, default_lateness, run
 from tandem.workload import DEBS_START, SmartPlugs
 
 SETTLE = 2  # measured micro-batches dropped first: the query's first jobs compile and warm up
@@ -125,8 +124,7 @@ def capacity(plan: Explanation, rate: float, *, warmup: float, measure: float,
     warm = EPOCH + timedelta(seconds=DEBS_START + warmup)  # where the warm-up ends
     loaded = preloadable(plan)
     if lateness is None:
-        streams = load_catalog(plan.catalog).streams
-        lateness = max(streams[s].lateness for s in plan.optimization.logical.streams)
+        lateness = default_lateness(catalog_streams(plan))
 
     def mark(report) -> None:
         marks.append((time.perf_counter(), report.tuples, report.event_time))

@@ -20,6 +20,7 @@ from py4j.protocol import Py4JError, Py4JJavaError
 from columnar import crash
 from columnar.store import DEFAULT_PATH, ColumnarStore, schema_name
 from optimizer import load_catalog
+from optimizer.catalog import Stream
 from optimizer.deployment import deploy
 from optimizer.errors import TandemError
 from optimizer.logical import windows
@@ -123,10 +124,9 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
                           "(CSV or Parquet files)")
     if not physical.logical.operators:
         raise TandemError("the query only windows a stream: give it an operator to run")
-    known = load_catalog(explanation.catalog).streams
-    streams = [known[w.stream] for w in windows(physical.logical.root)]
+    streams = catalog_streams(explanation)
     if lateness is None:
-        lateness = max(s.lateness for s in streams)
+        lateness = default_lateness(streams)
     if lateness < 0:
         raise TandemError(f"--lateness {lateness}: give a lateness of 0 seconds or more")
     deployment = deploy(physical)
@@ -275,6 +275,17 @@ class Watchdog:
             raise TandemError(f"Spark read the whole generated stream, but the plan's windows "
                               f"never completed up to its last window_end {final_end}: this is a "
                               f"bug of Tandem's, please report it with {self.log}")
+
+
+def catalog_streams(explanation: Explanation) -> list[Stream]:
+    """The catalog's entries of the streams the explained query reads."""
+    known = load_catalog(explanation.catalog).streams
+    return [known[w.stream] for w in windows(explanation.optimization.logical.root)]
+
+
+def default_lateness(streams: list[Stream]) -> float:
+    """A run's allowed lateness L unless it is given: the largest of its streams'."""
+    return max(s.lateness for s in streams)
 
 
 def jvm_alive(spark, wait: float = 0.0) -> bool:
