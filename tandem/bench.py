@@ -197,6 +197,28 @@ def bracket(points: list[Point], role: str) -> tuple[float, float | None]:
     return lo, min((m.rate for m in measured if not m.feasible and m.rate > lo), default=None)
 
 
+def next_rate(tried: list[tuple[float, float, bool]], precision: float = PRECISION,
+              most: float = 2.0) -> float | None:
+    """The next rate at which to measure a system whose runs are too long for a grid (a peer's
+    two full runs per rate), from its ``(rate, capacity, kept up)`` so far; None once the
+    largest rate it kept up with and the smallest above it where it fell behind are within
+    ``precision``. Until both are known, a step goes to the last capacity measured, at least
+    ``precision`` and at most ``most`` times away: a capacity that changes little with the rate
+    is bracketed in two or three steps. Then bisection, at the geometric middle."""
+    lo = max((r for r, _, kept in tried if kept), default=None)
+    hi = min((r for r, _, kept in tried if not kept and (lo is None or r > lo)), default=None)
+    if lo is not None and hi is not None:
+        return None if hi / lo <= precision else _three_figures(math.sqrt(lo * hi))
+    rate, found, _ = tried[-1]
+    if lo is not None:
+        return _three_figures(min(max(found, rate * precision), rate * most))
+    return _three_figures(max(min(found, rate / precision), rate / most))
+
+
+def _three_figures(rate: float) -> float:
+    return float(round(rate, 2 - math.floor(math.log10(rate))))
+
+
 def _warmup(plan: Explanation) -> float:
     """Event seconds that fill the plan's longest window."""
     return max(w.size for w in windows(plan.optimization.logical.root))

@@ -132,3 +132,27 @@ def test_bisection_narrows_each_roles_max_rate_to_within_ten_percent(monkeypatch
         assert lo == max_rate(points, role) and lo <= truth < hi <= 1.1 * lo, (role, lo, hi)
     assert any(p.probe for p in points) and accuracy(points) > 0
     assert summary(points_from(summary(points))) == summary(points)
+
+
+def test_next_rate_brackets_a_peers_max_rate_within_ten_percent_in_few_runs():
+    """A peer's runs are long, so its search steps to the capacity it measured. Whether the
+    capacity stays flat with the rate (Flink's), falls with it from a fixed cost per micro-batch
+    (Tandem's: rate / (0.4 s + rate / 500k)), or collapses past a limit (a job that fails), the
+    search must stop with the true maximum rate between the largest rate kept up with and the
+    smallest fallen behind at, within 10 % of each other, starting far from it."""
+    from tandem.bench import next_rate
+
+    systems = {"flat": lambda r: 1_450.0,
+               "fixed cost": lambda r: r / (0.4 + r / 500_000),
+               "collapses": lambda r: 0.0 if r > 170_000 else 183_000.0}
+    truths = {"flat": 1_450.0, "fixed cost": 300_000.0, "collapses": 170_000.0}
+    for name, system in systems.items():
+        for start in (truths[name] / 7, truths[name] * 3):
+            tried, rate = [], start
+            while rate is not None:
+                tried.append((rate, system(rate), system(rate) >= rate))
+                rate = next_rate(tried)
+            lo = max(r for r, _, kept in tried if kept)
+            hi = min(r for r, _, kept in tried if not kept and r > lo)
+            assert lo <= truths[name] < hi <= 1.1 * lo, (name, start, tried)
+            assert len(tried) <= 8, (name, start, tried)

@@ -2,7 +2,8 @@
 evaluator, and its capacity measured the way Tandem's is.
 
     make peers                                   # PyFlink 2.3 in .venv-flink (about 850 MB)
-    .venv/bin/python bench/peers/flink.py [q1 ...] [--rates q1=500 q5=40000 ...]
+    .venv/bin/python bench/peers/flink.py [q1 ...] [--from q5=180000,300000,500000 ...]
+        [--systems flink,tandem,tandem-parquet] [--resume] [--profile P]
 
 Flink reads headerless DEBS CSV files (its distribution has no Parquet format), one file per
 reader at parallelism 2, each in event-time order: a reader without a file, or files read out
@@ -14,9 +15,15 @@ here as the difference between two runs over the same stream, ``FILL`` + ``SHORT
 ``FILL`` + ``LONG`` event seconds: (tuples_long - tuples_short) / (seconds_long -
 seconds_short). A rate is sustained when the capacity at it is at least the rate.
 
-Tandem's optimiser's plan is measured at the same rates, each right after Flink's (its capacity
-over FILL seconds of filled windows and SHORT measured seconds, ``tandem.measure``). Writes
-bench/results/flink.json and .md, and ``peers.flink.<query>`` in bench/results/bench.json.
+Tandem's optimiser's plan at each rate is measured as ``tandem bench`` measures it (its
+capacity over FILL seconds of filled windows and SHORT measured seconds, ``tandem.measure``),
+twice: from the same CSV rows as Flink ("tandem", read by Tandem's Python source), and from
+Parquet files ("tandem-parquet", read by Spark's own Parquet source, the native gateway).
+For the queries given ``--from``, each system's maximum sustainable rate is searched to within
+10 % (``tandem.bench.next_rate``), one step of each system in turn, so that their ratios are
+measured in one run. Writes bench/results/flink.json and .md, and ``peers.flink.<query>`` in
+bench/results/bench.json, after every step; ``--resume`` goes on from them (a search at high
+rates outlasts a session).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -32,8 +40,10 @@ from pathlib import Path
 
 import polars as pl
 
+from optimizer.optimizer import placement_spec
 from rowstream.eventtime import EPOCH
 from tandem import measure, reference
+from tandem.bench import next_rate
 from tandem.explain import explain
 from tandem.verify import compare
 from tandem.workload import SmartPlugs, debs_csv
@@ -47,12 +57,23 @@ HEAP = "4g"  # Flink's JVM heap: Spark's driver gets as much (rowstream/session.
 READERS = 2  # Flink's parallelism: one file per reader
 FILL, SHORT, LONG = 300.0, 20.0, 80.0  # event seconds: the 5-minute windows fill, then measured
 PART = 30.0  # event seconds generated at a time
+STARTUP = 60.0  # wall seconds a job may take beyond its stream's event time (JVM, job graph)
+SYSTEMS = {"flink": "Flink", "tandem": "Tandem (CSV)", "tandem-parquet": "Tandem (Parquet)"}
+TARGETS = {"q1": 20, "q5": 3}  # issue 15: Tandem's maximum rate over Flink's
 # Exactness: 7 minutes at 3 tuples/s from 6 plugs in 2 houses, as the tests' reference checks.
 SMALL = SmartPlugs(rate=3, houses=2, households_per_house=2, plugs=6)
 
 
 class FlinkFailed(RuntimeError):
     pass
+
+
+class JobFailed(FlinkFailed):
+    """A Flink job that failed, or that ran past its time limit (and was killed). In a capacity
+    measurement both mean that Flink cannot keep up with the rate: the query gave the
+    reference's rows on a small stream, and past its limit a job took longer than its stream's
+    event time, so it fell behind in the window fill already (at high rates Q1's window join
+    thrashes in GC for many times that long)."""
 
 
 def write_input(directory: Path, plugs: SmartPlugs, duration: float) -> int:
@@ -74,19 +95,29 @@ def write_input(directory: Path, plugs: SmartPlugs, duration: float) -> int:
     return count
 
 
-def run_job(query: str, directory: Path, output: str, log: Path) -> dict:
-    """One Flink job (``flink_sql.py``): its wall seconds and the rows it wrote."""
+def run_job(query: str, directory: Path, output: str, log: Path,
+            limit: float | None = None) -> dict:
+    """One Flink job (``flink_sql.py``): its wall seconds and the rows it wrote. A job still
+    running after ``limit`` wall seconds is killed (``JobFailed``)."""
     if not PYTHON.exists():
         raise FlinkFailed(f"no PyFlink at {PYTHON}: run `make peers` first")
     with open(log, "a") as err:
-        done = subprocess.run([str(PYTHON), str(HERE / "flink_sql.py"),
-                               str(HERE / "flink" / f"{query}.sql"), str(directory), output,
-                               "--parallelism", str(READERS)],
-                              stdout=subprocess.PIPE, stderr=err, text=True,
-                              env=os.environ | {"JVM_ARGS": f"-Xmx{HEAP}"})
-    if done.returncode != 0:
-        raise FlinkFailed(f"Flink's {query} job failed (exit {done.returncode}); its log: {log}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+        # A session of its own: PyFlink's JVM is the job's child, and a kill must reach it.
+        job = subprocess.Popen([str(PYTHON), str(HERE / "flink_sql.py"),
+                                str(HERE / "flink" / f"{query}.sql"), str(directory), output,
+                                "--parallelism", str(READERS)],
+                               stdout=subprocess.PIPE, stderr=err, text=True,
+                               start_new_session=True,
+                               env=os.environ | {"JVM_ARGS": f"-Xmx{HEAP}"})
+        try:
+            out, _ = job.communicate(timeout=limit)
+        except subprocess.TimeoutExpired:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+            raise JobFailed(f"Flink's {query} job ran past {limit:.0f} s") from None
+    if job.returncode != 0:
+        raise JobFailed(f"Flink's {query} job failed (exit {job.returncode}); its log: {log}")
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def exact(query: str, log: Path) -> dict:
@@ -109,12 +140,20 @@ def exact(query: str, log: Path) -> dict:
 
 
 def capacity(query: str, rate: float, log: Path) -> dict:
-    """Flink's capacity at ``rate`` (module docstring)."""
+    """Flink's capacity at ``rate`` (module docstring). A job that fails, or runs longer than its
+    stream's event time plus STARTUP, fell behind (``JobFailed``): its capacity is then 0 and
+    the reason kept."""
     runs = []
-    for measured in (SHORT, LONG):
-        with tempfile.TemporaryDirectory(prefix="tandem-flink-") as tmp:
-            tuples = write_input(Path(tmp) / "in", SmartPlugs(rate=rate), FILL + measured)
-            runs.append((tuples, run_job(query, Path(tmp) / "in", "-", log)["seconds"]))
+    try:
+        for measured in (SHORT, LONG):
+            with tempfile.TemporaryDirectory(prefix="tandem-flink-") as tmp:
+                tuples = write_input(Path(tmp) / "in", SmartPlugs(rate=rate), FILL + measured)
+                job = run_job(query, Path(tmp) / "in", "-", log,
+                              limit=FILL + measured + STARTUP)
+                runs.append((tuples, job["seconds"]))
+    except JobFailed as err:
+        return {"rate": rate, "tuples_per_second": 0.0, "sustained": False, "error": str(err),
+                "runs": [{"tuples": t, "seconds": s} for t, s in runs]}
     (short_tuples, short_s), (long_tuples, long_s) = runs
     tuples_per_second = (long_tuples - short_tuples) / max(long_s - short_s, 1e-9)
     return {"rate": rate, "tuples_per_second": tuples_per_second,
@@ -122,12 +161,50 @@ def capacity(query: str, rate: float, log: Path) -> dict:
             "sustained": tuples_per_second >= rate}
 
 
-def tandem_capacity(query: str, rate: float) -> dict:
-    """The optimiser's plan at ``rate``, measured as ``tandem bench`` measures it (Parquet files
-    landed before the clock starts, windows filled by FILL seconds)."""
-    found = measure.capacity(explain(query, rate=rate), rate, warmup=FILL, measure=SHORT)
+def tandem_capacity(query: str, rate: float, profile: str | None, landed: str) -> dict:
+    """The optimiser's plan at ``rate``, measured as ``tandem bench`` measures it (windows filled
+    by FILL seconds, files of format ``landed`` in the landing directory before the clock
+    starts)."""
+    plan = explain(query, rate=rate, profile=profile)
+    found = measure.capacity(plan, rate, warmup=FILL, measure=SHORT, landed=landed)
     return {"rate": rate, "tuples_per_second": found.tuples_per_second,
+            "placement": placement_spec(plan.optimization.plan.placement),
             "sustained": found.tuples_per_second >= rate and not found.bound}
+
+
+def search(query: str, starts: dict[str, float], found: dict[str, list], log: Path,
+           profile: str | None, on_step) -> None:
+    """Narrow the maximum sustainable rate for ``query`` of each system in ``starts``
+    (``tandem.bench.next_rate``), one step of each in turn so that their ratio is measured in
+    one run; a system that has measurements in ``found`` (a run resumed) goes on from them."""
+    measure_at = {"flink": lambda r: capacity(query, r, log),
+                  "tandem": lambda r: tandem_capacity(query, r, profile, "csv"),
+                  "tandem-parquet": lambda r: tandem_capacity(query, r, profile, "parquet")}
+
+    def following(system: str) -> float | None:
+        return next_rate([(m["rate"], m["tuples_per_second"], m["sustained"])
+                          for m in found[system]])
+
+    rates = {system: following(system) if found.setdefault(system, []) else start
+             for system, start in starts.items()}
+    while any(rate is not None for rate in rates.values()):
+        for system, rate in rates.items():
+            if rate is None:
+                continue
+            at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+            found[system].append(measure_at[system](rate) | {"at": at})
+            rates[system] = following(system)
+            on_step(system)
+
+
+def max_rates(found: dict) -> dict:
+    """Per system, (the largest rate it kept up with, the smallest above it it fell behind at)."""
+    out = {}
+    for system, ms in found.items():
+        lo = max((m["rate"] for m in ms if m["sustained"]), default=0.0)
+        out[system] = (lo, min((m["rate"] for m in ms if not m["sustained"] and m["rate"] > lo),
+                               default=None))
+    return out
 
 
 def write_report(report: dict) -> None:
@@ -138,53 +215,94 @@ def write_report(report: dict) -> None:
     bench.write_text(json.dumps(merged, indent=1) + "\n")  # as tandem bench writes it
     lines = ["# Flink SQL beside Tandem", "",
              "`.venv/bin/python bench/peers/flink.py` (PyFlink 2.3, local, parallelism 2, "
-             f"{HEAP} heap, headerless CSV, one file per reader; Tandem: the optimiser's plan, "
-             "Parquet files landed, 1-s micro-batches). Capacity in tuples/s at each rate, "
-             "both systems measured back to back; a system keeps up with a rate when its "
-             "capacity there is at least the rate. At a rate both keep up with, capacity "
-             "reflects each system's fixed costs (Tandem's per micro-batch), not its limit: "
-             "compare the highest rates each keeps up with.", "",
-             "| query | Flink's rows = reference's | rate | Flink | Tandem |",
-             "|---|---|---|---|---|"]
+             f"{HEAP} heap, headerless CSV, one file per reader; Tandem: the optimiser's plan at "
+             "each rate, 1-s micro-batches, from the same DEBS CSV rows, which its Python "
+             "source reads, and from Parquet files, which Spark's own source reads). A system "
+             "keeps up with a rate when its capacity there (tuples over wall seconds, window "
+             "fill and start-up taken out) is at least the rate; a Flink job that runs longer "
+             f"than its stream's event time plus {STARTUP:.0f} s fell behind in the fill already. "
+             "Each maximum sustainable rate is searched to within 10 %, one step of each system "
+             "in turn: the largest rate kept up with, the smallest rate fallen behind at in "
+             "brackets. The ratios are of those largest rates, over Flink's.", "",
+             "| query | Flink's rows = reference's | "
+             + " | ".join(f"{name} max rate" for name in SYSTEMS.values())
+             + " | Tandem / Flink (CSV) | Tandem (Parquet) / Flink | target |",
+             "|---|---|" + "---:|" * (len(SYSTEMS) + 3)]
     for query, r in report.items():
         e = r["exactness"]
-        exact_text = f"{'yes' if e['exact'] else 'NO'} ({e['flink_rows']} of {e['rows']} rows)"
-        for f, t in zip(r["flink"], r["tandem"], strict=True):
-            lines.append(f"| {query} | {exact_text} | {f['rate']:,.0f} | {_kept(f)} | "
-                         f"{_kept(t)} |")
-        if not r["flink"]:
-            lines.append(f"| {query} | {exact_text} | – | – | – |")
+        row = [query, f"{'yes' if e['exact'] else 'NO'} ({e['flink_rows']} of {e['rows']} rows)"]
+        m = r.get("max_rate", {})
+        row += [_bracket(*m[system]) if r.get(system) else "–" for system in SYSTEMS]
+        row += [f"{x:,.1f}x" if x else "–" for x in (r.get("ratio"), r.get("ratio_parquet"))]
+        row.append(f"{TARGETS[query]}x" if query in TARGETS else "–")
+        lines.append("| " + " | ".join(row) + " |")
+    lines += ["", "Every measurement, in the order taken:", "",
+              "| query | system | rate | capacity | kept up | plan or runs | at (UTC) |",
+              "|---|---|---:|---:|---|---|---|"]
+    for query, r in report.items():
+        for system, name in SYSTEMS.items():
+            for m in r.get(system, []):
+                how = m.get("placement") or m.get("error") or ", ".join(
+                    f"{run['tuples']:,} tuples in {run['seconds']:.0f} s" for run in m["runs"])
+                lines.append(f"| {query} | {name} | {m['rate']:,.0f} | "
+                             f"{m['tuples_per_second']:,.0f} | "
+                             f"{'yes' if m['sustained'] else 'no'} | {how} | "
+                             f"{m.get('at', '–')} |")
     (RESULTS / "flink.md").write_text("\n".join(lines) + "\n")
 
 
-def _kept(m: dict) -> str:
-    return f"{m['tuples_per_second']:,.0f} ({'kept up' if m['sustained'] else 'fell behind'})"
+def _bracket(lo: float, hi: float | None) -> str:
+    return f"{lo:,.0f} ({hi:,.0f})" if hi else f"{lo:,.0f} (none fell behind)"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("queries", nargs="*", default=QUERIES)
-    parser.add_argument("--rates", nargs="*", default=["q1=500", "q5=40000"],
-                        help="query=rate,rate,... (tuples/s); other queries: exactness only")
+    parser.add_argument("--from", dest="starts", nargs="*",
+                        default=["q5=180000,300000,500000", "q1=800,400000,450000"],
+                        help="query=flink,tandem[,tandem-parquet]: the rates (tuples/s) where "
+                             "each system's search starts, queries in this order; other "
+                             "queries: exactness only")
+    parser.add_argument("--systems", default=",".join(SYSTEMS),
+                        help="the systems whose maximum rates to search: " + ", ".join(SYSTEMS))
+    parser.add_argument("--resume", action="store_true",
+                        help="go on from bench/results/flink.json's measurements (its queries' "
+                             "exactness is not checked again)")
+    parser.add_argument("--profile", help="Tandem's calibration profile (default: the shipped "
+                                          "one)")
     args = parser.parse_args()
-    rates = {q: [float(r) for r in rs.split(",")]
-             for q, rs in (item.split("=") for item in args.rates)}
+    starts = {q: dict(zip(SYSTEMS, map(float, rs.split(",")), strict=False))
+              for q, rs in (item.split("=") for item in args.starts)}
+    systems = args.systems.split(",")
     RESULTS.mkdir(exist_ok=True)
     log = RESULTS / "flink.log"
     log.write_text("")
-    report = {}
+    report = json.loads((RESULTS / "flink.json").read_text()) if args.resume else {}
+
+    def step(query: str, system: str) -> None:
+        m = report[query][system][-1]
+        print(f"{query} {system} at {m['rate']:,.0f}: {m['tuples_per_second']:,.0f} tuples/s"
+              f" ({'kept up' if m['sustained'] else 'fell behind'})", flush=True)
+        rates = max_rates({s: report[query].setdefault(s, []) for s in SYSTEMS})
+        report[query]["max_rate"] = rates
+        for key, system in (("ratio", "tandem"), ("ratio_parquet", "tandem-parquet")):
+            report[query][key] = (rates[system][0] / rates["flink"][0]
+                                  if rates["flink"][0] and rates[system][0] else None)
+        write_report(report)  # after every step: a long run that stops keeps what it measured
+
     try:
         for query in args.queries:
-            report[query] = {"exactness": exact(query, log), "flink": [], "tandem": []}
-            print(query, "exactness", report[query]["exactness"], flush=True)
-            for rate in rates.get(query, []):  # interleaved: Flink, then Tandem, per rate
-                report[query]["flink"].append(capacity(query, rate, log))
-                report[query]["tandem"].append(tandem_capacity(query, rate))
-                print(query, rate, "Flink", report[query]["flink"][-1]["tuples_per_second"],
-                      "Tandem", report[query]["tandem"][-1]["tuples_per_second"], flush=True)
+            if query not in report:
+                report[query] = {"exactness": exact(query, log)} | {s: [] for s in SYSTEMS}
+                print(query, "exactness", report[query]["exactness"], flush=True)
+                write_report(report)
+        for query, start in starts.items():  # in the order given
+            if query in args.queries:
+                search(query, {s: start[s] for s in systems if s in start}, report[query], log,
+                       args.profile,
+                       lambda system, q=query: step(q, system))
     except FlinkFailed as err:
         sys.exit(str(err))
-    write_report(report)
 
 
 if __name__ == "__main__":
