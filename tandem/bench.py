@@ -191,10 +191,16 @@ def sweep(queries=QUERIES, rates=RATES, *, others: int = 2, measure: float = 10.
 def bracket(points: list[Point], role: str) -> tuple[float, float | None]:
     """(the largest rate the role's plan kept up with, the smallest rate above it measured
     where it fell behind; None if none)."""
-    measured = [m for p in points for m in p.plans
-                if role in m.roles and m.capacity is not None and m.carried_from is None]
-    lo = max((m.rate for m in measured if m.feasible), default=0.0)
-    return lo, min((m.rate for m in measured if not m.feasible and m.rate > lo), default=None)
+    return rates_bracket([(m.rate, m.feasible) for p in points for m in p.plans
+                          if role in m.roles and m.capacity is not None
+                          and m.carried_from is None])
+
+
+def rates_bracket(tried: list[tuple[float, bool]]) -> tuple[float, float | None]:
+    """From ``(rate, kept up)`` pairs: (the largest rate kept up with, 0 if none; the smallest
+    rate above it fallen behind at, None if none)."""
+    lo = max((rate for rate, kept in tried if kept), default=0.0)
+    return lo, min((rate for rate, kept in tried if not kept and rate > lo), default=None)
 
 
 def next_rate(tried: list[tuple[float, float, bool]], precision: float = PRECISION,
@@ -205,12 +211,11 @@ def next_rate(tried: list[tuple[float, float, bool]], precision: float = PRECISI
     ``precision``. Until both are known, a step goes to the last capacity measured, at least
     ``precision`` and at most ``most`` times away: a capacity that changes little with the rate
     is bracketed in two or three steps. Then bisection, at the geometric middle."""
-    lo = max((r for r, _, kept in tried if kept), default=None)
-    hi = min((r for r, _, kept in tried if not kept and (lo is None or r > lo)), default=None)
-    if lo is not None and hi is not None:
+    lo, hi = rates_bracket([(rate, kept) for rate, _, kept in tried])
+    if lo and hi:
         return None if hi / lo <= precision else _three_figures(math.sqrt(lo * hi))
     rate, found, _ = tried[-1]
-    if lo is not None:
+    if lo:  # kept up at every rate so far
         return _three_figures(min(max(found, rate * precision), rate * most))
     return _three_figures(max(min(found, rate / precision), rate / most))
 

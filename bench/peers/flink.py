@@ -43,7 +43,7 @@ import polars as pl
 from optimizer.optimizer import placement_spec
 from rowstream.eventtime import EPOCH
 from tandem import measure, reference
-from tandem.bench import next_rate
+from tandem.bench import next_rate, rates_bracket
 from tandem.explain import explain
 from tandem.verify import compare
 from tandem.workload import SmartPlugs, debs_csv
@@ -199,12 +199,8 @@ def search(query: str, starts: dict[str, float], found: dict[str, list], log: Pa
 
 def max_rates(found: dict) -> dict:
     """Per system, (the largest rate it kept up with, the smallest above it it fell behind at)."""
-    out = {}
-    for system, ms in found.items():
-        lo = max((m["rate"] for m in ms if m["sustained"]), default=0.0)
-        out[system] = (lo, min((m["rate"] for m in ms if not m["sustained"] and m["rate"] > lo),
-                               default=None))
-    return out
+    return {system: rates_bracket([(m["rate"], m["sustained"]) for m in ms])
+            for system, ms in found.items()}
 
 
 def write_report(report: dict) -> None:
@@ -277,7 +273,8 @@ def main() -> None:
     RESULTS.mkdir(exist_ok=True)
     log = RESULTS / "flink.log"
     log.write_text("")
-    report = json.loads((RESULTS / "flink.json").read_text()) if args.resume else {}
+    earlier = RESULTS / "flink.json"
+    report = json.loads(earlier.read_text()) if args.resume and earlier.exists() else {}
 
     def step(query: str, system: str) -> None:
         m = report[query][system][-1]
