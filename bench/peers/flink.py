@@ -150,14 +150,14 @@ def capacity(query: str, rate: float, log: Path) -> dict:
                 tuples = write_input(Path(tmp) / "in", SmartPlugs(rate=rate), FILL + measured)
                 job = run_job(query, Path(tmp) / "in", "-", log,
                               limit=FILL + measured + STARTUP)
-                runs.append((tuples, job["seconds"]))
+                runs.append({"tuples": tuples, "seconds": job["seconds"]})
     except JobFailed as err:
         return {"rate": rate, "tuples_per_second": 0.0, "sustained": False, "error": str(err),
-                "runs": [{"tuples": t, "seconds": s} for t, s in runs]}
-    (short_tuples, short_s), (long_tuples, long_s) = runs
-    tuples_per_second = (long_tuples - short_tuples) / max(long_s - short_s, 1e-9)
-    return {"rate": rate, "tuples_per_second": tuples_per_second,
-            "runs": [{"tuples": t, "seconds": s} for t, s in runs],
+                "runs": runs}
+    short, long = runs
+    tuples_per_second = ((long["tuples"] - short["tuples"])
+                         / max(long["seconds"] - short["seconds"], 1e-9))
+    return {"rate": rate, "tuples_per_second": tuples_per_second, "runs": runs,
             "sustained": tuples_per_second >= rate}
 
 
@@ -185,7 +185,7 @@ def search(query: str, starts: dict[str, float], found: dict[str, list], log: Pa
         return next_rate([(m["rate"], m["tuples_per_second"], m["sustained"])
                           for m in found[system]])
 
-    rates = {system: following(system) if found.setdefault(system, []) else start
+    rates = {system: following(system) if found[system] else start
              for system, start in starts.items()}
     while any(rate is not None for rate in rates.values()):
         for system, rate in rates.items():
@@ -197,13 +197,22 @@ def search(query: str, starts: dict[str, float], found: dict[str, list], log: Pa
             on_step(system)
 
 
-def max_rates(found: dict) -> dict:
-    """Per system, (the largest rate it kept up with, the smallest above it it fell behind at)."""
-    return {system: rates_bracket([(m["rate"], m["sustained"]) for m in ms])
-            for system, ms in found.items()}
+def with_figures(entry: dict) -> dict:
+    """A query's measurements with what they give: per system (the largest rate it kept up
+    with, the smallest above it it fell behind at), and Tandem's largest rates over Flink's;
+    nothing for a query only checked for exactness."""
+    if not any(entry[system] for system in SYSTEMS):
+        return entry
+    rates = {system: rates_bracket([(m["rate"], m["sustained"]) for m in entry[system]])
+             for system in SYSTEMS}
+    ratios = {key: rates[system][0] / rates["flink"][0]
+              if rates["flink"][0] and rates[system][0] else None
+              for key, system in (("ratio", "tandem"), ("ratio_parquet", "tandem-parquet"))}
+    return entry | {"max_rate": rates} | ratios
 
 
 def write_report(report: dict) -> None:
+    report = {query: with_figures(entry) for query, entry in report.items()}
     (RESULTS / "flink.json").write_text(json.dumps(report, indent=2) + "\n")
     bench = RESULTS / "bench.json"
     merged = json.loads(bench.read_text()) if bench.exists() else {}
@@ -227,8 +236,7 @@ def write_report(report: dict) -> None:
     for query, r in report.items():
         e = r["exactness"]
         row = [query, f"{'yes' if e['exact'] else 'NO'} ({e['flink_rows']} of {e['rows']} rows)"]
-        m = r.get("max_rate", {})
-        row += [_bracket(*m[system]) if r.get(system) else "–" for system in SYSTEMS]
+        row += [_bracket(*r["max_rate"][system]) if r[system] else "–" for system in SYSTEMS]
         row += [f"{x:,.1f}x" if x else "–" for x in (r.get("ratio"), r.get("ratio_parquet"))]
         row.append(f"{TARGETS[query]}x" if query in TARGETS else "–")
         lines.append("| " + " | ".join(row) + " |")
@@ -237,7 +245,7 @@ def write_report(report: dict) -> None:
               "|---|---|---:|---:|---|---|---|"]
     for query, r in report.items():
         for system, name in SYSTEMS.items():
-            for m in r.get(system, []):
+            for m in r[system]:
                 how = m.get("placement") or m.get("error") or ", ".join(
                     f"{run['tuples']:,} tuples in {run['seconds']:.0f} s" for run in m["runs"])
                 lines.append(f"| {query} | {name} | {m['rate']:,.0f} | "
@@ -275,16 +283,14 @@ def main() -> None:
     log.write_text("")
     earlier = RESULTS / "flink.json"
     report = json.loads(earlier.read_text()) if args.resume and earlier.exists() else {}
+    for entry in report.values():  # an earlier run may not have measured every system
+        for system in SYSTEMS:
+            entry.setdefault(system, [])
 
     def step(query: str, system: str) -> None:
         m = report[query][system][-1]
         print(f"{query} {system} at {m['rate']:,.0f}: {m['tuples_per_second']:,.0f} tuples/s"
               f" ({'kept up' if m['sustained'] else 'fell behind'})", flush=True)
-        rates = max_rates({s: report[query].setdefault(s, []) for s in SYSTEMS})
-        report[query]["max_rate"] = rates
-        for key, system in (("ratio", "tandem"), ("ratio_parquet", "tandem-parquet")):
-            report[query][key] = (rates[system][0] / rates["flink"][0]
-                                  if rates["flink"][0] and rates[system][0] else None)
         write_report(report)  # after every step: a long run that stops keeps what it measured
 
     try:
