@@ -18,7 +18,10 @@ so a reading truncated to microseconds lies in exactly the windows its exact tim
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 import polars as pl
 import pyarrow.parquet as pq
@@ -31,7 +34,8 @@ STREAM = {"id": pl.Int64, "ts": pl.Datetime("us"), "value": pl.Float64, "propert
           "plug_id": pl.Int32, "household_id": pl.Int32, "house_id": pl.Int32}
 UNREADABLE = "unreadable"  # a whole file that cannot be read: the suites never see its rows
 EXTRA = ("reason", "rule", "origin")
-ROW = "row"  # a Parquet row's number in its file, from 1
+ROW = "row"  # a row's number in its file, from 1 (a CSV file's line number)
+_LINE_END = re.compile(r"\r\n|\r|\n")
 
 
 def landed_files(directory: str | Path) -> list[str]:
@@ -73,8 +77,11 @@ def unreadable(path: Path, err: Exception) -> pl.DataFrame:
 
 
 def _read_csv(path: Path) -> pl.DataFrame:
-    # Bytes that are not UTF-8 spoil their line only, which is then quarantined.
-    lines = path.read_bytes().decode("utf-8", errors="replace").splitlines()
+    # Bytes that are not UTF-8 spoil their line only, which is then quarantined. Lines end as
+    # Hadoop's line reader (Spark's text source, the native gateway) ends them, at \n, \r\n
+    # or \r, and a byte-order mark before the first is not text of it.
+    text = path.read_bytes().decode("utf-8-sig", errors="replace")
+    lines = _LINE_END.split(text.removesuffix("\n").removesuffix("\r")) if text else []
     # The DEBS 2014 files have no header line; Tandem's generator writes one.
     header = bool(lines) and lines[0].replace(" ", "").lower() == ",".join(FIELDS)
     lines = pl.Series("line", lines[header:], pl.String)
@@ -97,13 +104,14 @@ def _read_csv(path: Path) -> pl.DataFrame:
 
 
 def _read_parquet(path: Path) -> pl.DataFrame:
-    return parquet_frame(pl.from_arrow(pq.read_table(path)), path.name)
+    return typed_frame(pl.from_arrow(pq.read_table(path)), path.name)
 
 
-def parquet_frame(rows: pl.DataFrame, name: str) -> pl.DataFrame:
-    """The rows of the Parquet file ``name`` as the landed frame, numbered by ``row`` or else
-    in file order: a column missing from the file is null, and a value of another type is cast
-    (null where it does not convert)."""
+def typed_frame(rows: pl.DataFrame, name: str, row_label: str = "row ") -> pl.DataFrame:
+    """Typed rows of the file ``name`` (Parquet's, or CSV lines Spark parsed) as the landed
+    frame, numbered by ``row`` or else in file order: a column missing from the file is null,
+    and a value of another type is cast (null where it does not convert). A row's origin is
+    ``<name>:<row_label><row>``."""
     frame = rows if ROW in rows.columns else rows.with_row_index(ROW, offset=1)
     present = {c: pl.col(c) if c in frame.columns else pl.lit(None) for c in STREAM}
     return frame.select(
@@ -111,4 +119,17 @@ def parquet_frame(rows: pl.DataFrame, name: str) -> pl.DataFrame:
         *[present["ts" if f == "timestamp" else f].cast(pl.String, strict=False).alias(f"raw_{f}")
           for f in FIELDS],
         *[present[c].cast(t, strict=False).alias(c) for c, t in STREAM.items()],
-        pl.format("{}:row {}", pl.lit(name), pl.col(ROW)).alias("origin"))
+        pl.format("{}:{}{}", pl.lit(name), pl.lit(row_label), pl.col(ROW)).alias("origin"))
+
+
+def batch_files(checkpoint: str | Path, batch_id: int) -> list[Path]:
+    """The files Spark's file source assigned to a micro-batch, from its checkpoint (the log
+    is compacted every few batches into ``<batch>.compact``)."""
+    log = Path(checkpoint) / "sources" / "0"
+    for name in (str(batch_id), f"{batch_id}.compact"):
+        if (log / name).exists():
+            entries = [json.loads(line) for line in (log / name).read_text().splitlines()[1:]
+                       if line.strip()]
+            return [Path(unquote(urlparse(e["path"]).path)) for e in entries
+                    if e.get("batchId") == batch_id]
+    return []

@@ -60,9 +60,9 @@ from optimizer.logical import Node
 from rowstream.buckets import WHOLE_PLAN
 from rowstream.dsps import HEARTBEAT, Streaming, apply
 from rowstream.eventtime import EPOCH, LATE, watermark
-from rowstream.landing import ROW, landed_files
-from rowstream.native import FILE, Admission, admit_batch, batch_files
-from rowstream.sources import COLUMNS, QUARANTINED
+from rowstream.landing import batch_files, landed_files
+from rowstream.native import JUDGED, Admission, admit_batch
+from rowstream.sources import QUARANTINED
 
 STREAM = "stream"  # the crossing id of the stream's own event times
 HIGH_WATER = "high_water"  # with the native gateway: the latest admitted event (progress)
@@ -131,7 +131,7 @@ class Mig:
     lateness: float = 0.0  # the stream's allowed lateness L, seconds (rowstream/eventtime.py)
     checkpoint: str | None = None  # Spark's, for the crash point after its commit
     spark_design: str = "built-in"  # one of SPARK_DESIGNS ("buckets": pure-Spark plans only)
-    native: bool = False  # Spark's Parquet source: the MIG judges the rows (rowstream/native.py)
+    native: bool = False  # Spark's file sources: the MIG judges the rows (rowstream/native.py)
     time_distance: float = DEFAULT_TIME_DISTANCE  # for the input suite, with ``native``
     transfers: Transfers = field(default_factory=Transfers)
     finished: bool = False
@@ -171,7 +171,7 @@ class Mig:
         # however far off, moves no engine's event time.
         admitted = source.where(~bad).withWatermark("ts", f"{round(self.lateness * 1000)} milliseconds")
         operators = Streaming(admitted, self.final_end, panes=self.spark_design == "panes")
-        judged = [*COLUMNS, FILE, ROW] if self.native else ["ts"]  # by the MIG, or the source
+        judged = JUDGED if self.native else ["ts"]  # by the MIG, or the source
         scan = [F.when(~bad, F.struct(*judged, HEARTBEAT)).alias(STREAM)]
         if not self.native:  # the native gateway's source quarantines nothing itself
             scan.append(F.when(bad, F.struct(*source.columns)).alias(QUARANTINE))
@@ -295,10 +295,9 @@ class Mig:
         of the batch (every relation's columns), and the verdicts."""
         files = batch_files(self.checkpoint, batch_id)
         if files and (strays := [n for n in landed_files(files[0].parent)
-                                 if not n.endswith(".parquet")]):
-            raise TandemError(f"{strays[0]} landed in {files[0].parent}, which Spark's Parquet "
-                              "source reads: land Parquet files only there (CSV files go to a "
-                              "directory of their own)")
+                                 if Path(n).suffix != files[0].suffix]):
+            raise TandemError(f"{strays[0]} landed in {files[0].parent}, which Spark reads as "
+                              f"{files[0].suffix[1:]} files: land one format per directory")
         judged = admit_batch(pl.from_arrow(_rows(everything, STREAM)).drop(HEARTBEAT), files,
                              high_water=before.frontiers.get(HIGH_WATER),
                              lateness=self.lateness, slide=self.plan.root.slide,

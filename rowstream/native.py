@@ -1,9 +1,10 @@
-"""The native gateway: a landing directory of Parquet files read by Spark's own Parquet source.
+"""The native gateway: a landing directory read by Spark's own file sources, Parquet files by its
+Parquet source and CSV files by its text source.
 
 Spark's file source reads the files in the order they landed, ``files_per_batch`` per
 micro-batch, and records them in its checkpoint: a replayed batch reads the same files. The
-rows leave Spark's source typed, with each row's file and row number; nothing of them passes
-through Python until the MIG's ``toArrow``.
+rows leave Spark's source typed, with each row's file and where in the file it lies; nothing of
+them passes through Python until the MIG's ``toArrow``.
 
 The input suite and the lateness rule cannot run inside a streaming plan: the suite's
 parameters belong to a file (its median event time; ids unique within it) and lateness needs
@@ -16,6 +17,17 @@ That is exact only where Spark's operators are stateless (``fits``); a plan with
 operator reads through the Python source, which judges the rows before any operator
 (``rowstream/sources.py``).
 
+**CSV.** Spark's CSV source skips blank lines and numbers no line, so the quarantine could not
+name a bad line's origin; its text source gives every line, and ``_metadata.file_block_start``
+says which block of the file a line came from. Spark splits the fields and parses them, and
+marks each line ``CLEAN`` when it has the canonical grammar (plain digits, no sign or
+exponent), on which Spark's casts and the Python source's parse agree by construction. The MIG
+numbers the lines (block by block, in the order Spark read them), and judges a file whose
+lines are all clean from Spark's typed values. A file with any other line, or with a line the
+suite quarantines, is judged as the Python source judges it (``read_landed``, on the driver),
+so that every rule, reason and origin is the Python source's; then Spark's values of the rows
+it admits must equal the Python source's, or the batch fails rather than be inexact.
+
 A file Spark cannot read (a truncated footer, a column of another type) gives no rows: the MIG
 finds it among the batch's files in Spark's checkpoint and quarantines it whole, as the Python
 source does.
@@ -23,11 +35,9 @@ source does.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from urllib.parse import unquote, urlparse
 
 import polars as pl
 import pyarrow as pa
@@ -36,8 +46,18 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from optimizer.deployment import Deployment
+from optimizer.errors import TandemError
 from rowstream.eventtime import EPOCH, admit
-from rowstream.landing import ROW, judged, landed_files, parquet_frame, unreadable
+from rowstream.expectations import FIELDS
+from rowstream.landing import (
+    ROW,
+    STREAM,
+    judged,
+    landed_files,
+    read_landed,
+    typed_frame,
+    unreadable,
+)
 from rowstream.sources import COLUMNS
 
 # Integers are read as BIGINT: Spark widens a file's INT32 to it, and a file written with
@@ -47,28 +67,76 @@ SCHEMA = ("id BIGINT, ts TIMESTAMP, value DOUBLE, property BIGINT, plug_id BIGIN
           "household_id BIGINT, house_id BIGINT")
 NARROW = ("property", "plug_id", "household_id", "house_id")
 FILE = "file"  # the name of the file a row came from
+BLOCK = "block"  # CSV: the byte offset of the block of the file Spark read the line in
+KIND = "kind"  # CSV: CLEAN, HEADER or OTHER (module docstring)
+CLEAN, HEADER, OTHER = 0, 1, 2
+JUDGED = (*COLUMNS, FILE, ROW, BLOCK, KIND)  # what the MIG judges a native row by
+
+# The canonical grammar (module docstring): at most 9 digits for the INT fields and 18 for
+# the id and the seconds, so no cast or product overflows.
+_INT = "(0|[1-9][0-9]{0,8})"
+_CANONICAL = (rf"^(0|[1-9][0-9]{{0,17}}),[0-9]{{1,12}}(\.[0-9]+)?,[0-9]+(\.[0-9]+)?,"
+              rf"{_INT},{_INT},{_INT},{_INT}$")
+
+
+def native_format(directory: str | Path) -> str | None:
+    """The one format (".parquet" or ".csv") of the files landed in ``directory``, or None
+    when there are none yet or both."""
+    suffixes = {Path(n).suffix for n in landed_files(directory)}
+    return suffixes.pop() if len(suffixes) == 1 else None
 
 
 def fits(directory: str | Path, deployment: Deployment) -> bool:
-    """Whether a run reads ``directory`` natively: its files are Parquet (and there is at least
-    one, to know), and Spark runs no stateful operator below a crossing."""
-    landed = landed_files(directory)
-    return (bool(landed) and all(n.endswith(".parquet") for n in landed)
+    """Whether a run reads ``directory`` natively: its files are all Parquet or all CSV (and
+    there is at least one, to know), and Spark runs no stateful operator below a crossing."""
+    return (native_format(directory) is not None
             and not any(node.instantiated for node in deployment.crossings))
 
 
-def parquet_stream(spark: SparkSession, directory: str, *, files_per_batch: int = 1) -> DataFrame:
-    """The stream's rows as Spark's Parquet source reads them, with ``file`` and ``row``, and
-    the columns the Python source adds (no heartbeats: the MIG finds the high-water mark)."""
-    # A file Spark cannot read is skipped here and quarantined by the MIG (module docstring).
-    return (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", files_per_batch)
-            .option("pathGlobFilter", "*.parquet").option("ignoreCorruptFiles", "true")
-            .parquet(str(Path(directory).resolve()))
-            .select(*[F.col(c).try_cast("int").alias(c) if c in NARROW else c for c in COLUMNS],
-                    F.col("_metadata.file_name").alias(FILE),
-                    (F.col("_metadata.row_index") + 1).alias(ROW),
-                    F.lit(False).alias("heartbeat"),
-                    *[F.lit(None).cast("string").alias(c) for c in ("reason", "rule", "origin")]))
+def native_stream(spark: SparkSession, directory: str, *, files_per_batch: int = 1) -> DataFrame:
+    """The stream's rows as Spark's own file source reads them: the stream's columns, ``JUDGED``
+    and the columns the Python source adds (no heartbeats: the MIG finds the high-water mark)."""
+    path = str(Path(directory).resolve())
+    reader = spark.readStream.option("maxFilesPerTrigger", files_per_batch)
+    if native_format(directory) == ".csv":
+        rows = _csv_rows(reader.option("pathGlobFilter", "*.csv").text(path))
+    else:
+        # A file Spark cannot read is skipped here and quarantined by the MIG (module docstring).
+        rows = (reader.schema(SCHEMA).option("pathGlobFilter", "*.parquet")
+                .option("ignoreCorruptFiles", "true").parquet(path)
+                .select(*[F.col(c).try_cast("int").alias(c) if c in NARROW else c for c in COLUMNS],
+                        F.col("_metadata.file_name").alias(FILE),
+                        (F.col("_metadata.row_index") + 1).alias(ROW),
+                        F.lit(None).cast("long").alias(BLOCK),
+                        F.lit(None).cast("tinyint").alias(KIND)))
+    return rows.select(*JUDGED, F.lit(False).alias("heartbeat"),
+                       *[F.lit(None).cast("string").alias(c) for c in ("reason", "rule", "origin")])
+
+
+def _csv_rows(lines: DataFrame) -> DataFrame:
+    """The lines of DEBS 2014 CSV files parsed by Spark (``rowstream/landing.py`` says how the
+    Python source parses them; on canonical lines the two agree)."""
+    line = F.col("value")
+    fields = F.split(line, ",")
+    # Spark's casts ignore the blanks around a number, as the Python source does.
+    field = {f: F.get(fields, i) for i, f in enumerate(FIELDS)}
+    seconds = F.trim(field["timestamp"])
+    # Unix seconds to microseconds, the fraction truncated after six digits, as the Python
+    # source does; try_ arithmetic, since a line that is not canonical may hold anything.
+    digits = F.rpad(F.substring_index(seconds, ".", -1).substr(1, 6), 6, "0")
+    fraction = F.when(seconds.contains("."), digits).otherwise(F.lit("0")).try_cast("bigint")
+    whole = F.substring_index(seconds, ".", 1)
+    micros = F.try_add(F.try_multiply(whole.try_cast("bigint"), F.lit(1_000_000)),
+                       F.when(whole.startswith("-"), -fraction).otherwise(fraction))
+    typed = {c: F.timestamp_micros(micros) if c == "ts" else field[c].try_cast(
+        "bigint" if c == "id" else "double" if c == "value" else "int") for c in COLUMNS}
+    header = F.lower(F.replace(line, F.lit(" "), F.lit(""))) == ",".join(FIELDS)
+    kind = (F.when(line.rlike(_CANONICAL), CLEAN).when(header, HEADER).otherwise(OTHER)
+            .cast("tinyint"))
+    return lines.select(*[typed[c].alias(c) for c in COLUMNS],
+                        F.col("_metadata.file_name").alias(FILE),
+                        F.lit(None).cast("long").alias(ROW),
+                        F.col("_metadata.file_block_start").alias(BLOCK), kind.alias(KIND))
 
 
 @dataclass(frozen=True)
@@ -83,26 +151,58 @@ class Admission:
 
 def admit_batch(rows: pl.DataFrame, files: list[Path], *, high_water: datetime | None,
                 lateness: float, slide: float, time_distance: float) -> Admission:
-    """Judge a batch's rows (the stream's columns, ``file`` and ``row``, in Spark's order) by
-    the input suite, file by file, then by lateness against ``high_water``, the high-water mark
-    of the batches before (``rowstream/eventtime.py``). ``files`` are the batch's files: one
-    that gave no rows but holds some is one that Spark could not read."""
+    """Judge a batch's rows (``JUDGED``, in Spark's order) by the input suite, file by file,
+    then by lateness against ``high_water``, the high-water mark of the batches before
+    (``rowstream/eventtime.py``). ``files`` are the batch's files: one that gave no rows but
+    holds some is one that Spark could not read. A CSV file's header is neither admitted nor
+    quarantined."""
     rows = rows.with_row_index("position")
-    by_file = [(name, part) for (name,), part in rows.group_by(FILE, maintain_order=True)]
-    parts = [judged(parquet_frame(part.drop(FILE, "position"), name), time_distance)
+    paths = {path.name: path for path in files}
+    parts = [_judged_csv(part, paths, time_distance) if name.endswith(".csv") else
+             judged(typed_frame(part.select(*COLUMNS, ROW), name), time_distance)
              .with_columns(part["position"])
-             for name, part in by_file or [("", rows)]]  # an empty batch keeps the columns
+             for (name,), part in rows.group_by(FILE, maintain_order=True)]
     read = set(rows[FILE].unique())
     parts += [unreadable(path, err).with_columns(pl.lit(None, pl.UInt32).alias("position"))
               for path in files if path.name not in read and (err := _unread(path))]
-    frame = pl.concat(parts)
+    frame = pl.concat(parts) if parts else judged(typed_frame(
+        rows.select(*COLUMNS), ""), time_distance).with_columns(rows["position"])
     before = None if high_water is None else (high_water - EPOCH) // timedelta(microseconds=1)
     frame, after = admit(frame, before, lateness, slide)
-    frame = frame.sort("position", nulls_last=True)
-    good = frame["reason"].is_null()
-    return Admission(good.filter(frame["position"].is_not_null()).to_arrow(),
-                     frame.filter(~good).drop("position"),
+    bad = frame["reason"].is_not_null()
+    admitted = pl.repeat(False, rows.height, eager=True).scatter(
+        frame.filter(~bad)["position"], True)
+    return Admission(admitted.to_arrow(), frame.filter(bad).drop("position"),
                      None if after is None else EPOCH + timedelta(microseconds=after))
+
+
+def _judged_csv(rows: pl.DataFrame, paths: dict[str, Path], time_distance: float) -> pl.DataFrame:
+    """One CSV file's lines judged (module docstring): the judged frame with each line's
+    ``position`` in the batch; a header is not in it."""
+    name = rows[FILE][0]
+    rows = rows.sort(BLOCK, "position")  # the file's lines in order: blocks are read whole
+    header = int(rows[KIND][0] == HEADER)
+    lines = rows.slice(header).with_columns(pl.int_range(1 + header, rows.height + 1).alias(ROW))
+    if (lines[KIND] == CLEAN).all():
+        frame = judged(typed_frame(lines.select(*COLUMNS, ROW), name, row_label=""),
+                       time_distance)
+        if frame["rule"].is_null().all():
+            return frame.with_columns(lines["position"])
+    if name not in paths:
+        raise TandemError(f"{name} is not among the files Spark's checkpoint gives the batch: "
+                          "start the run afresh (without --resume)")
+    frame = read_landed(paths[name], time_distance)
+    if frame.height != lines.height:
+        raise TandemError(f"{name} has {frame.height} lines now and had {lines.height} when "
+                          "Spark read it: land files whole, by renaming them into the directory")
+    good = frame["reason"].is_null()
+    spark = lines.select(*COLUMNS).cast(STREAM).filter(good)
+    differs = ~pl.all_horizontal(pl.col(c).eq_missing(spark[c]) for c in STREAM)
+    if (wrong := frame.filter(good).filter(differs)).height:
+        raise TandemError(f"{wrong['origin'][0]}: Spark's CSV source reads this line otherwise "
+                          "than the input suite: write its numbers as plain digits, land it as "
+                          "Parquet, or run with --gateway python")
+    return frame.with_columns(lines["position"])
 
 
 def _unread(path: Path) -> Exception | None:
@@ -117,15 +217,3 @@ def _unread(path: Path) -> Exception | None:
     return ValueError(f"Spark's Parquet reader cannot read its columns ({columns}) as the "
                       f"stream's ({SCHEMA})")
 
-
-def batch_files(checkpoint: str | Path, batch_id: int) -> list[Path]:
-    """The files Spark's file source assigned to a micro-batch, from its checkpoint (the log
-    is compacted every few batches into ``<batch>.compact``)."""
-    log = Path(checkpoint) / "sources" / "0"
-    for name in (str(batch_id), f"{batch_id}.compact"):
-        if (log / name).exists():
-            entries = [json.loads(line) for line in (log / name).read_text().splitlines()[1:]
-                       if line.strip()]
-            return [Path(unquote(urlparse(e["path"]).path)) for e in entries
-                    if e.get("batchId") == batch_id]
-    return []

@@ -164,7 +164,7 @@ def _gateway(spark, rate: float, seconds: int) -> list[dict]:
     timed job and of Spark's work outside them."""
     import polars as pl
 
-    from rowstream.native import FILE, ROW, admit_batch, parquet_stream
+    from rowstream.native import JUDGED, admit_batch, native_stream
     from rowstream.sources import COLUMNS
 
     rows: list[dict] = []
@@ -180,7 +180,7 @@ def _gateway(spark, rate: float, seconds: int) -> list[dict]:
         none = "plug_id < 0"
         row["scan"] = _time(lambda: batch.where(none).toArrow())
         row["read"] = _time(lambda: admit_batch(
-            pl.from_arrow(batch.select(*COLUMNS, FILE, ROW).toArrow()), [], high_water=None,
+            pl.from_arrow(batch.select(*JUDGED).toArrow()), [], high_water=None,
             lateness=0.0, slide=1.0, time_distance=DEFAULT_TIME_DISTANCE))
         row["select"] = _time(lambda: batch.where(f"{none} AND value > -1").toArrow())
         row["project"] = _time(lambda: batch.selectExpr(
@@ -199,7 +199,7 @@ def _gateway(spark, rate: float, seconds: int) -> list[dict]:
         SmartPlugs(rate=rate).write_files(landing, seconds + 1, 1.0, file_format="parquet")
         store = ColumnarStore(Path(tmp) / "c.duckdb")
         store.create("calibrate", fresh=True)
-        query = (parquet_stream(spark, str(landing)).writeStream.foreachBatch(each)
+        query = (native_stream(spark, str(landing)).writeStream.foreachBatch(each)
                  .trigger(availableNow=True)
                  .option("checkpointLocation", str(Path(tmp) / "checkpoint")).start())
         try:

@@ -128,7 +128,7 @@ def generate_command(
 
 
 READERS = {"generator": "the smart-plug generator (a Python data source)",
-           "native": "Spark's own Parquet source (the MIG judged the rows)",
+           "native": "Spark's own file source (the MIG judged the rows)",
            "python": "the landing directory's Python data source"}
 
 
@@ -147,6 +147,7 @@ def run_command(
     spark_design: Annotated[str, typer.Option(help="How a pure-Spark plan runs: built-in, panes or buckets (docs/execution.md).")] = "built-in",
     lateness: Lateness = None,
     stall_timeout: Annotated[float, typer.Option(min=1.0, help="Stop with an error when no micro-batch finishes for this long, seconds.")] = 600.0,
+    gateway: Annotated[str, typer.Option(help="How a landing directory is read: auto (Spark's own file source where it fits), native or python (docs/execution.md).")] = "auto",
 ) -> None:
     """Optimise QUERY (unless --placement forces a plan), deploy it on Spark and DuckDB, run it."""
     from tandem.run import by_rule, run  # imports Spark: only for the commands that run it
@@ -193,7 +194,8 @@ def run_command(
             summary = run(query, placement=placement, rate=rate, duration=duration, batch=batch,
                           source=source, catalog=catalog, profile=profile, store=store,
                           resume=resume, spark_design=spark_design, on_batch=on_batch,
-                          explanation=plan, lateness=lateness, stall_timeout=stall_timeout)
+                          explanation=plan, lateness=lateness, stall_timeout=stall_timeout,
+                          gateway=gateway)
     inspect = f"SELECT * FROM {summary.results_table} ORDER BY window_end LIMIT 20"
     console.print()
     console.print(

@@ -111,11 +111,12 @@ def land(directory: Path, rate: float, warmup: float, measure: float, span: floa
 def capacity(plan: Explanation, rate: float, *, warmup: float, measure: float,
              span: float = 1.0, stream: list[pa.Table] | None = None,
              spark_design: str = "built-in", lateness: float | None = None,
-             landed: str | None = "parquet") -> Capacity:
+             landed: str | None = "parquet", gateway: str = "auto") -> Capacity:
     """Fill the windows with ``warmup`` seconds of event time, then run ``measure`` seconds in
     micro-batches of ``span`` and count the measured ones after the first SETTLE. ``landed``:
     the stream arrives as files of that format in a landing directory, one per micro-batch,
-    written before the clock starts (the path users run); None: from the generator source.
+    written before the clock starts (the path users run), read by ``gateway``
+    (``tandem.run.landing_gateway``); None: from the generator source.
     ``stream``:
     the generator's first ``warmup`` seconds at ``rate`` (``warmup_stream``), if the caller has
     them already; ``spark_design``: how Spark evaluates a pure-Spark plan
@@ -153,7 +154,7 @@ def capacity(plan: Explanation, rate: float, *, warmup: float, measure: float,
             warmup=warmup, begin=warmup if loaded else 0.0, resume=loaded, store=store_path,
             checkpoint=Path(tmp) / "checkpoint", explanation=plan, on_batch=mark,
             stop_when=None if loaded else falling_behind, spark_design=spark_design,
-            lateness=lateness)
+            lateness=lateness, gateway=gateway)
     after = [i for i, m in enumerate(marks) if m[2] and m[2] > warm and m[1]]
     if len(after) <= SETTLE:  # stopped in the warm-up: what it reached bounds the capacity
         return Capacity(sum(m[1] for m in marks), time.perf_counter() - started, 0, loaded)

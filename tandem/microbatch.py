@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from columnar.store import schema_name
-from rowstream.landing import landed_files
+from rowstream.landing import batch_files, landed_files
 
 SCHEDULED = ("q1", "q2")  # the correlated aggregations that tandem_microbatch keeps up to date
 
@@ -51,13 +51,18 @@ def last_file_read(checkpoint: str | Path) -> str:
     """The last landing file of the checkpoint's last committed micro-batch ("" before any).
 
     Spark's offset log (``offsets/<batch>``) is a version line, the batch's metadata and one JSON
-    line per source; ``commits/<batch>`` exists once the batch committed."""
+    line per source; ``commits/<batch>`` exists once the batch committed. The Python source's
+    offset names the last file; Spark's file source (the native gateway) logs the files of each
+    batch apart."""
     checkpoint = Path(checkpoint)
     committed = [int(p.name) for p in (checkpoint / "commits").glob("[0-9]*")]
     if not committed:
         return ""
     lines = (checkpoint / "offsets" / str(max(committed))).read_text().splitlines()
-    return json.loads(lines[2])["after"]
+    offset = json.loads(lines[2])
+    if "after" in offset:
+        return offset["after"]
+    return max((path.name for path in batch_files(checkpoint, offset["logOffset"])), default="")
 
 
 def pending_files(landing: str | Path, checkpoint: str | Path) -> list[str]:

@@ -21,13 +21,13 @@ from columnar import crash
 from columnar.store import DEFAULT_PATH, ColumnarStore, schema_name
 from optimizer import load_catalog
 from optimizer.catalog import Stream
-from optimizer.deployment import deploy
+from optimizer.deployment import Deployment, deploy
 from optimizer.errors import TandemError
 from optimizer.logical import windows
 from rowstream.buckets import WHOLE_PLAN
 from rowstream.dsps import SPARK_DESIGNS
 from rowstream.mig import EPOCH, BatchReport, Mig, Transfers
-from rowstream.native import fits, parquet_stream
+from rowstream.native import fits, native_stream
 from rowstream.session import spark_session
 from rowstream.sources import generator_stream, landing_stream, last_window_end
 from tandem.explain import Explanation, explain
@@ -60,7 +60,7 @@ class RunSummary:
     transfers: Transfers
     store: str
     results_table: str
-    # How Spark read the stream: "generator", "native" (Spark's own Parquet source,
+    # How Spark read the stream: "generator", "native" (Spark's own Parquet or text source,
     # rowstream/native.py) or "python" (the landing directory's Python data source).
     gateway: str = "generator"
 
@@ -87,7 +87,8 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
         spark_design: str = "built-in", available_now: bool = False,
         on_batch: Callable[[BatchReport], None] | None = None,
         explanation: Explanation | None = None, name: str | None = None,
-        lateness: float | None = None, stall_timeout: float = STALL_TIMEOUT) -> RunSummary:
+        lateness: float | None = None, stall_timeout: float = STALL_TIMEOUT,
+        gateway: str = "auto") -> RunSummary:
     """Run ``query`` for ``duration`` seconds of event time at ``rate`` tuples/s (generator), or
     over the files in the directory ``source``. ``batch`` is the event time per micro-batch
     (default: one slide). ``resume`` continues from the checkpoint of an earlier run;
@@ -104,7 +105,8 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
     ``lateness`` is the allowed lateness L in seconds (default: the catalog's for the stream):
     a window_end is evaluated once the stream's latest event less L has passed it, and a row
     later than that goes to the quarantine (``rowstream/eventtime.py``). A run in which no
-    micro-batch finishes for ``stall_timeout`` seconds stops with an error (``Watchdog``)."""
+    micro-batch finishes for ``stall_timeout`` seconds stops with an error (``Watchdog``).
+    ``gateway`` is how a landing directory is read (``landing_gateway``)."""
     if spark_design not in SPARK_DESIGNS and spark_design not in WHOLE_PLAN:
         raise TandemError(f"Spark design {spark_design!r}: give one of {', '.join(SPARK_DESIGNS)}")
     explanation = explanation or explain(query, rate=rate, catalog=catalog, profile=profile,
@@ -135,9 +137,8 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
     columnar = ColumnarStore(store)
     try:
         # A resumed run reads the way its checkpoint's query did: Spark restores its source.
-        gateway = pair(checkpoint, columnar, name, resume,
-                       "generator" if generated else
-                       "native" if fits(source, deployment) else "python")
+        gateway = pair(checkpoint, columnar, name, resume, "generator" if generated else
+                       landing_gateway(source, deployment, gateway))
     except BaseException:
         columnar.close()
         raise
@@ -164,7 +165,7 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
                                       flush=flush, warmup=warmup, begin=begin,
                                       **(topology or {}))
         elif native:
-            stream = parquet_stream(spark, source)
+            stream = native_stream(spark, source)
         else:
             stream = landing_stream(spark, source, lateness=lateness, slide=slide,
                                     time_distance=time_distance)
@@ -306,6 +307,26 @@ def default_checkpoint(store: str | Path, name: str) -> Path:
     """Spark's checkpoint of run ``name`` over ``store``: beside the store, keyed by both."""
     store = Path(store)
     return store.parent / "checkpoints" / store.stem / name
+
+
+GATEWAYS = ("auto", "native", "python")
+
+
+def landing_gateway(directory: str, deployment: Deployment, wanted: str) -> str:
+    """How a run reads a landing directory: "native" (Spark's own file source,
+    ``rowstream/native.py``) where it fits, else "python" (the Python data source). ``wanted``
+    "auto" chooses so; "native" or "python" insists (``bench/gateways.py`` compares them)."""
+    if wanted not in GATEWAYS:
+        raise TandemError(f"--gateway {wanted}: give one of {', '.join(GATEWAYS)}")
+    if wanted == "python":
+        return wanted
+    if fits(directory, deployment):
+        return "native"
+    if wanted == "native":
+        raise TandemError(f"--gateway native: Spark's own file sources read {directory} only "
+                          "when its files are all CSV or all Parquet and the plan runs no "
+                          "stateful Spark operator: give --gateway auto")
+    return "python"
 
 
 def pair(checkpoint: Path, store: ColumnarStore, name: str, resume: bool, gateway: str) -> str:

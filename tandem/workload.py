@@ -189,7 +189,7 @@ class SmartPlugs:
                 debs_csv(table).write_csv(path)
             else:
                 pq.write_table(table.select(SCHEMA.names).cast(PARQUET_SCHEMA), path)
-            if paths:  # a later name is a later modification, to the nanosecond
+            if paths:  # a later name is a later modification, by Spark's milliseconds too
                 mtime = max(path.stat().st_mtime_ns, paths[-1].stat().st_mtime_ns + 1_000_000)
                 os.utime(path, ns=(mtime, mtime))
             paths.append(path)

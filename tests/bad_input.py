@@ -6,7 +6,7 @@ not by asking the code under test."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -54,12 +54,16 @@ def plant(landing: Path, plugs: SmartPlugs, duration: float, file_seconds: float
         f"9000012,{ts + 10 * day},12.5,1,1,0,0": "expect_column_values_to_be_between(ts)",
         f"9000013,{late_ts},12.5,1,1,0,0": "late",
         f"9000014,{ts}.123456789,12.5,1,1,0,0": None,  # valid: truncated to microseconds
+        "": "expect_column_values_to_be_in_set(fields)",  # a blank line
+        f" 9000015 , {ts}.5 ,+12.5,1,1,0,0": None,  # valid: fields are stripped, signs read
     }
     lines = second.read_text().splitlines()
     duplicated = lines[5].split(",")[0]  # an id the file already has, landed twice
     planted[f"{duplicated},{ts},1.0,1,1,0,0"] = "expect_column_values_to_be_unique(id)"
     body = [line.encode("utf-8", "surrogateescape") for line in planted]
-    raw = b"\n".join([lines[0].encode(), *body, *(x.encode() for x in lines[1:])]) + b"\n"
+    # A byte-order mark before the header, and the planted lines ending in CR LF.
+    raw = (b"\xef\xbb\xbf" + lines[0].encode() + b"\r\n" + b"\r\n".join(body) + b"\r\n"
+           + b"\n".join(x.encode() for x in lines[1:]) + b"\n")
     second.write_bytes(raw)
     rules = {f"{second.name}:{i}": rule for i, rule in enumerate(planted.values(), start=2)
              if rule is not None}
@@ -76,19 +80,38 @@ def plant(landing: Path, plugs: SmartPlugs, duration: float, file_seconds: float
     broken.write_bytes(broken.read_bytes()[:-9])
     rules[broken.name] = "unreadable"
     (landing / f"{files[-1].stem}-z.csv.part").write_text(lines[0] + "\n1,2,3\n")
+    _keep_landing_order(files)
 
     spoiled = {int(duplicated), int(cut[-1].split(",")[0])}
     good = stream.filter(~pl.col("id").is_in(list(spoiled)))
-    good = pl.concat([good, _line(planted, "9000014", stream.schema)])
+    valid = [_line(planted, id_, stream.schema) for id_ in ("9000014", " 9000015")]
+    good = pl.concat([good, *valid])
     read = sum(len(f.read_bytes().splitlines()) - 1 for f in files) + 1
     return Planted(good, rules, read)
 
 
+def plant_csv(landing: Path, plugs: SmartPlugs, duration: float, file_seconds: float) -> Planted:
+    """``plant``'s CSV files alone, without its Parquet file: the native gateway reads one
+    format per directory."""
+    planted = plant(landing, plugs, duration, file_seconds)
+    broken = next(landing.glob("*.parquet"))
+    broken.unlink()
+    return replace(planted, rules={o: r for o, r in planted.rules.items() if o != broken.name},
+                   rows_read=planted.rows_read - 1)
+
+
+def _keep_landing_order(files: list[Path]) -> None:
+    """Rewritten files keep the order they landed in: Spark's file sources read in the order
+    of modification times."""
+    for n, path in enumerate(files):
+        os.utime(path, ns=(1_700_000_000_000_000_000 + n * 1_000_000_000,) * 2)
+
+
 def _line(planted: dict, id_: str, schema) -> pl.DataFrame:
     """The planted line that is valid, as a row of the stream."""
-    fields = next(line for line in planted if line.startswith(id_)).split(",")
+    fields = [f.strip() for f in next(line for line in planted if line.startswith(id_)).split(",")]
     seconds, fraction = fields[1].split(".")
-    micros = int(seconds) * 1_000_000 + int(fraction[:6])
+    micros = int(seconds) * 1_000_000 + int(fraction[:6].ljust(6, "0"))
     row = {"id": int(fields[0]), "ts": micros, "value": float(fields[2]),
            "property": int(fields[3]), "plug_id": int(fields[4]), "household_id": int(fields[5]),
            "house_id": int(fields[6])}
@@ -136,8 +159,7 @@ def plant_parquet(landing: Path, plugs: SmartPlugs, duration: float,
     fourth.write_bytes(fourth.read_bytes()[:-9])
     rules[fourth.name] = "unreadable"
     (landing / f"{files[-1].stem}-z.parquet.part").write_bytes(b"PAR1")
-    for n, path in enumerate(files):  # rewritten files keep the order they landed in
-        os.utime(path, ns=(1_700_000_000_000_000_000 + n * 1_000_000_000,) * 2)
+    _keep_landing_order(files)
 
     lost = pl.from_arrow(plugs.between(3 * file_seconds, 4 * file_seconds))  # the footless file
     spoiled = pl.Series([duplicated, *lost["id"]])

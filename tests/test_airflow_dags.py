@@ -32,10 +32,10 @@ def state(airflow_state):
 
 @pytest.fixture(scope="module")
 def landed_files(tmp_path_factory):
-    """Three consecutive files of the smart-plug stream, and the stream itself."""
+    """Four consecutive files of the smart-plug stream, and the stream itself."""
     plugs = SmartPlugs(rate=RATE, **TOPOLOGY)
-    files = plugs.write_files(tmp_path_factory.mktemp("staging"), 3 * FILE_SECONDS, FILE_SECONDS)
-    return files, pl.from_arrow(plugs.between(0, 3 * FILE_SECONDS))
+    files = plugs.write_files(tmp_path_factory.mktemp("staging"), 4 * FILE_SECONDS, FILE_SECONDS)
+    return files, pl.from_arrow(plugs.between(0, 4 * FILE_SECONDS))
 
 
 def reference_rows(stream: pl.DataFrame, query: str, catalog, profile, files: int):
@@ -91,7 +91,7 @@ def test_tandem_microbatch_over_two_landed_files_gives_the_reference_rows(
     landing.mkdir(parents=True)
     dag = dags.dags["tandem_microbatch"]
     for n, file in enumerate(files[:2], start=1):
-        shutil.copy(file, landing / file.name)
+        shutil.copy2(file, landing / file.name)
         run = dag.test()
         assert run.state == "success"
         # Great Expectations validated the file before Spark read it: nothing to quarantine.
@@ -131,7 +131,7 @@ def test_overlapping_microbatch_runs_read_each_file_once(state, landed_files, ca
     landing = state / "landing"
     landing.mkdir(parents=True)
     for file in files[:2]:
-        shutil.copy(file, landing / file.name)
+        shutil.copy2(file, landing / file.name)
     with ThreadPoolExecutor(2) as pool:
         runs = list(pool.map(lambda _: run_microbatch(
             "q1", landing, checkpoints=state / "checkpoints", store=state / "tandem.duckdb"),
@@ -146,18 +146,20 @@ def test_nightly_cleanup_reclaims_archives_refreshes_and_keeps_recovery(
     files, stream = landed_files
     landing, store = state / "landing", state / "tandem.duckdb"
     landing.mkdir(parents=True)
-    for file in files[:2]:
-        shutil.copy(file, landing / file.name)
+    # Three files, so that the native gateway's checkpoints (a batch per file) have a batch to
+    # prune below.
+    for file in files[:3]:
+        shutil.copy2(file, landing / file.name)
         for query in SCHEDULED:
             run_microbatch(query, landing, checkpoints=state / "checkpoints", store=store)
 
     run = dags.dags["tandem_nightly_cleanup"].test()
     assert run.state == "success"
     report = run.get_task_instance("cleanup").xcom_pull(task_ids="cleanup")
-    # Every run read both files; the last one read stays for a replayed closing batch.
-    assert report["archived"] == [files[0].name]
-    assert sorted(p.name for p in (landing / "archive").iterdir()) == [files[0].name]
-    # Statistics from the archived file: the generator's rate and plugs.
+    # Every run read every file; the last one read stays for a replayed closing batch.
+    assert report["archived"] == [f.name for f in files[:2]]
+    assert sorted(p.name for p in (landing / "archive").iterdir()) == [f.name for f in files[:2]]
+    # Statistics from the archived files: the generator's rate and plugs.
     assert report["statistics"]["rate"] == pytest.approx(RATE, rel=0.02)
     assert report["statistics"]["distinct"]["house_id, household_id, plug_id"] == 6
     assert (state / "catalog.toml").is_file()
@@ -169,17 +171,17 @@ def test_nightly_cleanup_reclaims_archives_refreshes_and_keeps_recovery(
     tight = cleanup(list(SCHEDULED), retention=timedelta(seconds=60), keep_batches=2)
     for query in SCHEDULED:
         kept = results(store, query)
-        root, want = reference_rows(stream, query, catalog, profile, files=2)
+        root, want = reference_rows(stream, query, catalog, profile, files=3)
         cutoff = want["window_end"].max() - timedelta(seconds=60)
         assert_same_rows(kept.select(root.columns), want.filter(pl.col("window_end") >= cutoff))
     assert tight.result_rows == sum(before.values()) - sum(results(store, q).height
                                                            for q in SCHEDULED)
     assert tight.checkpoint_files > 0
-    shutil.copy(files[2], landing / files[2].name)
+    shutil.copy2(files[3], landing / files[3].name)
     for query in SCHEDULED:
         assert run_microbatch(query, landing, checkpoints=state / "checkpoints",
-                              store=store).files == [files[2].name]
-        root, want = reference_rows(stream, query, catalog, profile, files=3)
-        cutoff = reference_rows(stream, query, catalog, profile, files=2)[1]["window_end"].max()
+                              store=store).files == [files[3].name]
+        root, want = reference_rows(stream, query, catalog, profile, files=4)
+        cutoff = reference_rows(stream, query, catalog, profile, files=3)[1]["window_end"].max()
         assert_same_rows(results(store, query).filter(pl.col("window_end") > cutoff)
                          .select(root.columns), want.filter(pl.col("window_end") > cutoff))

@@ -16,7 +16,7 @@ from optimizer import optimize
 from tandem import reference
 from tandem.run import run
 from tandem.workload import SmartPlugs
-from tests.bad_input import plant, plant_parquet
+from tests.bad_input import plant, plant_csv, plant_parquet
 from tests.conftest import lost_and_duplicated, query_sql
 from tests.test_reference import assert_same_rows
 
@@ -30,6 +30,12 @@ RATE, DURATION, FILE_SECONDS, LATENESS = 3, 400, 50, 5.0
 def planted(tmp_path_factory):
     landing = tmp_path_factory.mktemp("landing")
     return landing, plant(landing, SmartPlugs(rate=RATE, **TOPOLOGY), DURATION, FILE_SECONDS)
+
+
+@pytest.fixture(scope="module")
+def planted_csv(tmp_path_factory):
+    landing = tmp_path_factory.mktemp("csv")
+    return landing, plant_csv(landing, SmartPlugs(rate=RATE, **TOPOLOGY), DURATION, FILE_SECONDS)
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +57,13 @@ def test_bad_input_is_quarantined_and_the_rest_is_exact(tmp_path, planted, catal
 def test_bad_parquet_input_through_the_native_gateway(tmp_path, planted_parquet, catalog,
                                                       profile, reliability, name, placement):
     assert_quarantined_and_exact(tmp_path, planted_parquet, catalog, profile, reliability, name,
+                                 placement, "native")
+
+
+@pytest.mark.parametrize("name, placement", [("q5", "duckdb"), ("q1", "auto")])
+def test_bad_csv_input_through_the_native_gateway(tmp_path, planted_csv, catalog, profile,
+                                                  reliability, name, placement):
+    assert_quarantined_and_exact(tmp_path, planted_csv, catalog, profile, reliability, name,
                                  placement, "native")
 
 

@@ -49,6 +49,20 @@ def test_a_checkpoint_has_read_up_to_its_last_committed_batch(tmp_path):
     assert pending_files(landing, checkpoint) == ["plugs-2.csv", "plugs-3.csv"]
 
 
+def test_a_native_checkpoint_has_read_the_files_its_source_log_gives_its_last_batch(tmp_path):
+    """Spark's own file source (the native gateway) offsets by its log of files per batch."""
+    checkpoint = checkpoint_at(tmp_path / "q1", {0: "", 1: ""}, committed=0)
+    for batch in (0, 1):
+        (checkpoint / "offsets" / str(batch)).write_text(
+            'v1\n{"batchWatermarkMs":0}\n' + json.dumps({"logOffset": batch}) + "\n")
+    log = checkpoint / "sources" / "0"
+    log.mkdir(parents=True)
+    for batch, name in ((0, "plugs-1.csv"), (1, "plugs-2.csv")):
+        (log / str(batch)).write_text(
+            "v1\n" + json.dumps({"path": f"file:///land/{name}", "batchId": batch}) + "\n")
+    assert last_file_read(checkpoint) == "plugs-1.csv"  # batch 1 is planned, not committed
+
+
 def test_pruning_keeps_the_last_batches_and_at_least_two(tmp_path):
     checkpoint = checkpoint_at(tmp_path / "q1", {b: f"plugs-{b}.csv" for b in range(6)},
                                committed=4)

@@ -9,10 +9,13 @@ from datetime import datetime, timedelta
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from optimizer.deployment import deploy
+from optimizer.errors import TandemError
 from rowstream.eventtime import LATE
-from rowstream.native import FILE, admit_batch, batch_files, fits
+from rowstream.landing import batch_files, read_landed
+from rowstream.native import BLOCK, CLEAN, FILE, HEADER, KIND, OTHER, admit_batch, fits
 from tandem.explain import explain
 
 T0 = datetime(2013, 9, 1)
@@ -55,6 +58,57 @@ def test_a_batch_is_judged_file_by_file_then_by_lateness(tmp_path):
     assert judged.high_water == T0 + timedelta(seconds=14)  # the latest admitted reading
 
 
+def csv_rows(path, blocks: list[int], kinds: list[int]) -> pl.DataFrame:
+    """The lines of a CSV file as Spark's text source gives them: the file's data lines (the
+    header's typed values are null), each line's block and kind, in Spark's order."""
+    lines = read_landed(path, 3600.0).select("id", "ts", "value", "property", "plug_id",
+                                             "household_id", "house_id")
+    if kinds[0] == HEADER:
+        lines = pl.concat([lines.clear(1), lines])
+    return lines.with_columns(pl.lit(path.name).alias(FILE), pl.lit(None, pl.Int64).alias("row"),
+                              pl.Series(BLOCK, blocks), pl.Series(KIND, kinds, pl.Int8))
+
+
+def write_csv(path, lines: list[str]):
+    path.write_text("id,timestamp,value,property,plug_id,household_id,house_id\n"
+                    + "".join(f"{line}\n" for line in lines))
+    return path
+
+
+def test_a_csv_file_s_lines_are_numbered_in_file_order_across_spark_s_blocks(tmp_path):
+    path = write_csv(tmp_path / "a.csv", ["1,1377986400,1.5,1,0,0,0", "2,1377986401,2.5,1,0,0,0",
+                                          "1,1377986402,3.5,1,0,0,0"])
+    lines = csv_rows(path, [0, 0, 90, 90], [HEADER, CLEAN, CLEAN, CLEAN])
+    # Spark's partitions are ordered by size: the second block's lines may come first.
+    batch = pl.concat([lines.slice(2), lines.slice(0, 2)])
+    judged = admit_batch(batch, [path], high_water=None, lateness=0.0, slide=1.0,
+                         time_distance=3600.0)
+    # id 1 twice in the file, lines 2 and 4 (the batch's rows 3 and 1); id 2 is line 3 (row 0).
+    # The header is neither admitted nor quarantined.
+    assert judged.admitted.to_pylist() == [True, False, False, False]
+    assert judged.quarantined.select("origin", "rule").rows() == [
+        ("a.csv:2", "expect_column_values_to_be_unique(id)"),
+        ("a.csv:4", "expect_column_values_to_be_unique(id)")]
+
+
+def test_a_csv_file_with_a_line_spark_cannot_judge_is_judged_as_the_python_source_does(tmp_path):
+    path = write_csv(tmp_path / "a.csv", [" 1 ,1377986400,1.50,1,0,0,0", "2,1377986401,x,1,0,0,0"])
+    judged = admit_batch(csv_rows(path, [0, 0, 0], [HEADER, OTHER, OTHER]), [path],
+                         high_water=None, lateness=0.0, slide=1.0, time_distance=3600.0)
+    assert judged.admitted.to_pylist() == [False, True, False]
+    assert judged.quarantined.select("origin", "reason").rows() == [
+        ("a.csv:3", "value x is not a finite number")]
+    # Spark's values of an admitted line must be the Python source's, or the batch fails.
+    wrong = csv_rows(path, [0, 0, 0], [HEADER, OTHER, OTHER]).with_columns(
+        pl.col("value").fill_null(0.0) * 2)
+    with pytest.raises(TandemError, match="a.csv:2: Spark's CSV source reads this line otherwise"):
+        admit_batch(wrong, [path], high_water=None, lateness=0.0, slide=1.0, time_distance=3600.0)
+    # A file that changed after Spark read it (it landed before it was complete).
+    with pytest.raises(TandemError, match="has 2 lines now and had 1"):
+        admit_batch(csv_rows(path, [0, 0, 0], [HEADER, OTHER, OTHER]).head(2), [path],
+                    high_water=None, lateness=0.0, slide=1.0, time_distance=3600.0)
+
+
 def test_a_batch_without_rows_keeps_the_high_water_mark():
     judged = admit_batch(rows("a.parquet", []), [], high_water=T0, lateness=1.0, slide=1.0,
                          time_distance=60.0)
@@ -74,7 +128,7 @@ def test_the_files_of_a_batch_come_from_spark_s_checkpoint(tmp_path):
     assert batch_files(tmp_path, 10) == []
 
 
-def test_only_parquet_directories_and_stateless_spark_parts_are_read_natively(tmp_path):
+def test_directories_of_one_format_and_stateless_spark_parts_are_read_natively(tmp_path):
     stateless = deploy(explain("q5", placement="duckdb").optimization.plan)
     stateful = deploy(explain("q5", placement="spark").optimization.plan)
     assert not fits(tmp_path, stateless)  # nothing landed yet: nothing says the format
@@ -82,4 +136,21 @@ def test_only_parquet_directories_and_stateless_spark_parts_are_read_natively(tm
     (tmp_path / "b.csv.part").write_text("being written")
     assert fits(tmp_path, stateless) and not fits(tmp_path, stateful)
     (tmp_path / "c.csv").write_text("1,2,3")
-    assert not fits(tmp_path, stateless)
+    assert not fits(tmp_path, stateless)  # two formats
+    (tmp_path / "a.parquet").unlink()
+    assert fits(tmp_path, stateless) and not fits(tmp_path, stateful)
+
+
+def test_a_run_reads_natively_where_it_fits_unless_told_otherwise(tmp_path):
+    from tandem.run import landing_gateway  # imports pyspark, starts no Spark
+
+    stateless = deploy(explain("q5", placement="duckdb").optimization.plan)
+    stateful = deploy(explain("q5", placement="spark").optimization.plan)
+    (tmp_path / "a.csv").write_text("1,2,3")
+    assert landing_gateway(str(tmp_path), stateless, "auto") == "native"
+    assert landing_gateway(str(tmp_path), stateless, "python") == "python"
+    assert landing_gateway(str(tmp_path), stateful, "auto") == "python"
+    with pytest.raises(TandemError, match="--gateway native: Spark's own file sources read"):
+        landing_gateway(str(tmp_path), stateful, "native")
+    with pytest.raises(TandemError, match="--gateway rust: give one of auto, native, python"):
+        landing_gateway(str(tmp_path), stateless, "rust")

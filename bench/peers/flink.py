@@ -3,7 +3,7 @@ evaluator, and its capacity measured the way Tandem's is.
 
     make peers                                   # PyFlink 2.3 in .venv-flink (about 850 MB)
     .venv/bin/python bench/peers/flink.py [q1 ...] [--from q5=180000,300000,500000 ...]
-        [--systems flink,tandem,tandem-parquet] [--resume] [--profile P]
+        [--systems flink,tandem,tandem-parquet,tandem-python] [--resume] [--profile P]
 
 Flink reads headerless DEBS CSV files (its distribution has no Parquet format), one file per
 reader at parallelism 2, each in event-time order: a reader without a file, or files read out
@@ -17,8 +17,9 @@ seconds_short). A rate is sustained when the capacity at it is at least the rate
 
 Tandem's optimiser's plan at each rate is measured as ``tandem bench`` measures it (its
 capacity over FILL seconds of filled windows and SHORT measured seconds, ``tandem.measure``),
-twice: from the same CSV rows as Flink ("tandem", read by Tandem's Python source), and from
-Parquet files ("tandem-parquet", read by Spark's own Parquet source, the native gateway).
+three times: from the same CSV rows as Flink, read as Tandem reads them by default ("tandem",
+Spark's own text source, the native gateway) and by its Python source ("tandem-python"), and
+from Parquet files ("tandem-parquet", Spark's own Parquet source).
 For the queries given ``--from``, each system's maximum sustainable rate is searched to within
 10 % (``tandem.bench.next_rate``), one step of each system in turn, so that their ratios are
 measured in one run. Writes bench/results/flink.json and .md, and ``peers.flink.<query>`` in
@@ -58,7 +59,10 @@ READERS = 2  # Flink's parallelism: one file per reader
 FILL, SHORT, LONG = 300.0, 20.0, 80.0  # event seconds: the 5-minute windows fill, then measured
 PART = 30.0  # event seconds generated at a time
 STARTUP = 60.0  # wall seconds a job may take beyond its stream's event time (JVM, job graph)
-SYSTEMS = {"flink": "Flink", "tandem": "Tandem (CSV)", "tandem-parquet": "Tandem (Parquet)"}
+SYSTEMS = {"flink": "Flink", "tandem": "Tandem (CSV)", "tandem-parquet": "Tandem (Parquet)",
+           "tandem-python": "Tandem (CSV, Python source)"}
+TANDEM = {"tandem": ("csv", "native"), "tandem-parquet": ("parquet", "native"),  # (files, gateway)
+          "tandem-python": ("csv", "python")}
 TARGETS = {"q1": 20, "q5": 3}  # issue 15: Tandem's maximum rate over Flink's
 # Exactness: 7 minutes at 3 tuples/s from 6 plugs in 2 houses, as the tests' reference checks.
 SMALL = SmartPlugs(rate=3, houses=2, households_per_house=2, plugs=6)
@@ -161,12 +165,14 @@ def capacity(query: str, rate: float, log: Path) -> dict:
             "sustained": tuples_per_second >= rate}
 
 
-def tandem_capacity(query: str, rate: float, profile: str | None, landed: str) -> dict:
+def tandem_capacity(query: str, rate: float, profile: str | None, landed: str,
+                    gateway: str) -> dict:
     """The optimiser's plan at ``rate``, measured as ``tandem bench`` measures it (windows filled
     by FILL seconds, files of format ``landed`` in the landing directory before the clock
-    starts)."""
+    starts, read by ``gateway``)."""
     plan = explain(query, rate=rate, profile=profile)
-    found = measure.capacity(plan, rate, warmup=FILL, measure=SHORT, landed=landed)
+    found = measure.capacity(plan, rate, warmup=FILL, measure=SHORT, landed=landed,
+                             gateway=gateway)
     return {"rate": rate, "tuples_per_second": found.tuples_per_second,
             "placement": placement_spec(plan.optimization.plan.placement),
             "sustained": found.tuples_per_second >= rate and not found.bound}
@@ -177,9 +183,10 @@ def search(query: str, starts: dict[str, float], found: dict[str, list], log: Pa
     """Narrow the maximum sustainable rate for ``query`` of each system in ``starts``
     (``tandem.bench.next_rate``), one step of each in turn so that their ratio is measured in
     one run; a system that has measurements in ``found`` (a run resumed) goes on from them."""
-    measure_at = {"flink": lambda r: capacity(query, r, log),
-                  "tandem": lambda r: tandem_capacity(query, r, profile, "csv"),
-                  "tandem-parquet": lambda r: tandem_capacity(query, r, profile, "parquet")}
+    def measure_at(system: str, rate: float) -> dict:
+        if system == "flink":
+            return capacity(query, rate, log)
+        return tandem_capacity(query, rate, profile, *TANDEM[system])
 
     def following(system: str) -> float | None:
         return next_rate([(m["rate"], m["tuples_per_second"], m["sustained"])
@@ -192,7 +199,7 @@ def search(query: str, starts: dict[str, float], found: dict[str, list], log: Pa
             if rate is None:
                 continue
             at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-            found[system].append(measure_at[system](rate) | {"at": at})
+            found[system].append(measure_at(system, rate) | {"at": at})
             rates[system] = following(system)
             on_step(system)
 
@@ -205,10 +212,9 @@ def with_figures(entry: dict) -> dict:
         return entry
     rates = {system: rates_bracket([(m["rate"], m["sustained"]) for m in entry[system]])
              for system in SYSTEMS}
-    ratios = {key: rates[system][0] / rates["flink"][0]
-              if rates["flink"][0] and rates[system][0] else None
-              for key, system in (("ratio", "tandem"), ("ratio_parquet", "tandem-parquet"))}
-    return entry | {"max_rate": rates} | ratios
+    ratios = {system: rates[system][0] / rates["flink"][0]
+              if rates["flink"][0] and rates[system][0] else None for system in TANDEM}
+    return entry | {"max_rate": rates, "ratio": ratios}
 
 
 def write_report(report: dict) -> None:
@@ -221,8 +227,9 @@ def write_report(report: dict) -> None:
     lines = ["# Flink SQL beside Tandem", "",
              "`.venv/bin/python bench/peers/flink.py` (PyFlink 2.3, local, parallelism 2, "
              f"{HEAP} heap, headerless CSV, one file per reader; Tandem: the optimiser's plan at "
-             "each rate, 1-s micro-batches, from the same DEBS CSV rows, which its Python "
-             "source reads, and from Parquet files, which Spark's own source reads). A system "
+             "each rate, 1-s micro-batches, from the same DEBS CSV rows, read by Spark's own "
+             "text source (Tandem's default) or by Tandem's Python source, and from Parquet "
+             "files, read by Spark's own Parquet source). A system "
              "keeps up with a rate when its capacity there (tuples over wall seconds, window "
              "fill and start-up taken out) is at least the rate; a Flink job that runs longer "
              f"than its stream's event time plus {STARTUP:.0f} s fell behind in the fill already. "
@@ -231,13 +238,14 @@ def write_report(report: dict) -> None:
              "brackets. The ratios are of those largest rates, over Flink's.", "",
              "| query | Flink's rows = reference's | "
              + " | ".join(f"{name} max rate" for name in SYSTEMS.values())
-             + " | Tandem / Flink (CSV) | Tandem (Parquet) / Flink | target |",
-             "|---|---|" + "---:|" * (len(SYSTEMS) + 3)]
+             + "".join(f" | {SYSTEMS[system]} / Flink" for system in TANDEM) + " | target |",
+             "|---|---|" + "---:|" * (len(SYSTEMS) + len(TANDEM) + 1)]
     for query, r in report.items():
         e = r["exactness"]
         row = [query, f"{'yes' if e['exact'] else 'NO'} ({e['flink_rows']} of {e['rows']} rows)"]
         row += [_bracket(*r["max_rate"][system]) if r[system] else "–" for system in SYSTEMS]
-        row += [f"{x:,.1f}x" if x else "–" for x in (r.get("ratio"), r.get("ratio_parquet"))]
+        row += [f"{x:,.1f}x" if (x := r.get("ratio", {}).get(system)) else "–"
+                for system in TANDEM]
         row.append(f"{TARGETS[query]}x" if query in TARGETS else "–")
         lines.append("| " + " | ".join(row) + " |")
     lines += ["", "Every measurement, in the order taken:", "",
@@ -264,7 +272,8 @@ def main() -> None:
     parser.add_argument("queries", nargs="*", default=QUERIES)
     parser.add_argument("--from", dest="starts", nargs="*",
                         default=["q5=180000,300000,500000", "q1=800,400000,450000"],
-                        help="query=flink,tandem[,tandem-parquet]: the rates (tuples/s) where "
+                        help="query=flink,tandem[,tandem-parquet[,tandem-python]]: the rates "
+                             "(tuples/s) where "
                              "each system's search starts, queries in this order; other "
                              "queries: exactness only")
     parser.add_argument("--systems", default=",".join(SYSTEMS),
