@@ -16,6 +16,7 @@ from optimizer.errors import TandemError
 from rowstream.eventtime import LATE
 from rowstream.landing import batch_files, read_landed
 from rowstream.native import BLOCK, CLEAN, FILE, HEADER, KIND, OTHER, admit_batch, fits
+from rowstream.sources import COLUMNS
 from tandem.explain import explain
 
 T0 = datetime(2013, 9, 1)
@@ -61,8 +62,7 @@ def test_a_batch_is_judged_file_by_file_then_by_lateness(tmp_path):
 def csv_rows(path, blocks: list[int], kinds: list[int]) -> pl.DataFrame:
     """The lines of a CSV file as Spark's text source gives them: the file's data lines (the
     header's typed values are null), each line's block and kind, in Spark's order."""
-    lines = read_landed(path, 3600.0).select("id", "ts", "value", "property", "plug_id",
-                                             "household_id", "house_id")
+    lines = read_landed(path, 3600.0).select(*COLUMNS)
     if kinds[0] == HEADER:
         lines = pl.concat([lines.clear(1), lines])
     return lines.with_columns(pl.lit(path.name).alias(FILE), pl.lit(None, pl.Int64).alias("row"),
