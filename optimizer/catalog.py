@@ -26,6 +26,9 @@ DEFAULT_LATENESS = 5.0
 # clock gone wrong would otherwise move the watermark and make every later reading late. A file
 # must hold less than this much event time (rowstream/expectations.py).
 DEFAULT_TIME_DISTANCE = 86_400.0
+# How a stream's files land, which prices Spark's gateway (optimizer/cost.py): Parquet carries
+# typed columns, CSV lines Spark parses one by one (rowstream/native.py).
+FILE_FORMATS = ("csv", "parquet")
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,7 @@ class Stream:
     distinct: dict[frozenset[str], float] = field(default_factory=dict)
     lateness: float = DEFAULT_LATENESS  # allowed lateness L, seconds (rowstream/eventtime.py)
     time_distance: float = DEFAULT_TIME_DISTANCE  # seconds; the input suite's timestamp range
+    file_format: str = "parquet"  # one of FILE_FORMATS
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,18 @@ class Catalog:
             scaled[s] = replace(old, rate=old.rate * factor)
         return Catalog(scaled, self.selectivity, self.source)
 
+    def with_file_format(self, file_format: str) -> Catalog:
+        """Every stream landing as ``file_format`` files (a run over a landing directory)."""
+        _check_format(file_format, self.source, "every stream")
+        streams = {n: replace(s, file_format=file_format) for n, s in self.streams.items()}
+        return Catalog(streams, self.selectivity, self.source)
+
+
+def _check_format(file_format: str, source: str, stream: str) -> None:
+    if file_format not in FILE_FORMATS:
+        raise CatalogError(f"{source}: {stream} lands as {file_format!r} files: give one of "
+                           f"{', '.join(FILE_FORMATS)}")
+
 
 def load_catalog(path: str | Path) -> Catalog:
     path = Path(path)
@@ -77,16 +93,18 @@ def parse_catalog(raw: dict, source: str = "<memory>") -> Catalog:
             rate = float(spec["rate"])
             lateness = float(spec.get("lateness", DEFAULT_LATENESS))
             time_distance = float(spec.get("time_distance", DEFAULT_TIME_DISTANCE))
+            file_format = str(spec.get("file_format", "parquet")).lower()
         except (KeyError, TypeError, ValueError) as err:
             raise CatalogError(f"{source}: stream {name!r} needs columns and rate ({err})") from None
         if lateness < 0 or time_distance <= 0:
             raise CatalogError(f"{source}: stream {name!r} needs a lateness of 0 s or more and "
                                "a positive time_distance")
+        _check_format(file_format, source, f"stream {name!r}")
         if time_column not in columns:
             raise CatalogError(f"{source}: stream {name!r} has no time column {time_column!r}")
         distinct = {column_set_key(k.lower()): float(v) for k, v in spec.get("distinct", {}).items()}
         streams[name.lower()] = Stream(name.lower(), time_column, columns, rate, distinct, lateness,
-                                       time_distance)
+                                       time_distance, file_format)
     selectivity = {}
     for text, value in raw.get("selectivity", {}).items():
         if not 0 <= float(value) <= 1:

@@ -36,6 +36,7 @@ from optimizer.profile import Profile
 from optimizer.statistics import Statistics
 
 SPARK, DUCKDB = "spark", "duckdb"
+SOURCE = {"parquet": "source", "csv": "source_csv"}  # the gateway's function, by file format
 
 
 @dataclass(frozen=True)
@@ -379,10 +380,12 @@ class CostModel:
     # -- fixed operators --------------------------------------------------------------------
 
     def source(self, streams: list[str]) -> OperatorCost:
-        """Spark is the gateway of every stream, whatever the placement."""
-        lam = sum(self.stats.catalog.streams[s].rate for s in streams)
-        u = lam * self._c(SPARK, "source", "per_tuple") + self._per_batch(SPARK, "source")
-        return OperatorCost(u, 0.0)
+        """Spark is the gateway of every stream, whatever the placement. Its cost per tuple is
+        the file format's (CSV lines are parsed, Parquet's columns arrive typed); its cost per
+        micro-batch, the job's, is the same for both."""
+        u = sum(stream.rate * self._c(SPARK, SOURCE[stream.file_format], "per_tuple")
+                for stream in (self.stats.catalog.streams[s] for s in streams))
+        return OperatorCost(u + self._per_batch(SPARK, "source"), 0.0)
 
     def sink(self, root: Node, engine: str, after_mig: bool = False) -> OperatorCost:
         """R2S into the DuckDB results table: a MIG transfer when the root runs in Spark. The

@@ -80,9 +80,9 @@ _CANONICAL = (rf"^(0|[1-9][0-9]{{0,17}}),[0-9]{{1,12}}(\.[0-9]+)?,[0-9]+(\.[0-9]
 
 
 def native_format(directory: str | Path) -> str | None:
-    """The one format (".parquet" or ".csv") of the files landed in ``directory``, or None
-    when there are none yet or both."""
-    suffixes = {Path(n).suffix for n in landed_files(directory)}
+    """The one format ("parquet" or "csv") of the files landed in ``directory``, or None when
+    there are none yet or both."""
+    suffixes = {Path(n).suffix[1:] for n in landed_files(directory)}
     return suffixes.pop() if len(suffixes) == 1 else None
 
 
@@ -98,7 +98,7 @@ def native_stream(spark: SparkSession, directory: str, *, files_per_batch: int =
     and the columns the Python source adds (no heartbeats: the MIG finds the high-water mark)."""
     path = str(Path(directory).resolve())
     reader = spark.readStream.option("maxFilesPerTrigger", files_per_batch)
-    if native_format(directory) == ".csv":
+    if native_format(directory) == "csv":
         rows = _csv_rows(reader.option("pathGlobFilter", "*.csv").text(path))
     else:
         # A file Spark cannot read is skipped here and quarantined by the MIG (module docstring).

@@ -6,7 +6,7 @@ Five groups of micro-benchmarks, each on the real engines:
 * **the gateway** (one streaming query per rate): per micro-batch, timed Spark jobs over
   Parquet files landed as users land them, read by Spark's own source (scan; every row moved
   to the MIG and judged; select; project; select and move to DuckDB), and the time Spark spends
-  outside them, its fixed cost per micro-batch;
+  outside them, its fixed cost per micro-batch; then CSV files read and judged, for the parse;
 * **DuckDB fragments**: the SQL of small DB-ops over windows of growing cardinality;
 * **DuckDB -> Spark**: ``createDataFrame`` from Arrow tables of growing size;
 * **Spark's stateful operators**: small queries deployed entirely in Spark, their capacity
@@ -158,10 +158,13 @@ def _nnls(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 # -- the gateway ----------------------------------------------------------------------------
 
-def _gateway(spark, rate: float, seconds: int) -> list[dict]:
-    """One streaming query over Parquet files landed at ``rate``, read as ``tandem run`` reads
-    them (Spark's Parquet source, rowstream/native.py): per micro-batch, the seconds of each
-    timed job and of Spark's work outside them."""
+GATEWAY_RATES = (20_000, 100_000, 200_000, 400_000)  # tuples/s of the files landed
+
+def _gateway(spark, rate: float, seconds: int, file_format: str = "parquet") -> list[dict]:
+    """One streaming query over files landed at ``rate``, read as ``tandem run`` reads them
+    (Spark's own file source, rowstream/native.py): per micro-batch, the seconds of each timed
+    job and of Spark's work outside them. CSV times only "read": it differs from Parquet only
+    in the parse, which every job repeats."""
     import polars as pl
 
     from rowstream.native import JUDGED, admit_batch, native_stream
@@ -172,31 +175,32 @@ def _gateway(spark, rate: float, seconds: int) -> list[dict]:
 
     def each(batch, batch_id: int) -> None:
         entered = time.perf_counter()
-        loads = batch.where("property = 1")
         row = {"outside": entered - left[-1] if left else None, "tuples": batch.count()}
         # Each job is one stage that ends in toArrow, as the MIG's is. "scan" keeps no row;
         # "read" moves every row to the MIG and judges it, as the native gateway does; the
         # others differ from "scan" only in what they move.
-        none = "plug_id < 0"
-        row["scan"] = _time(lambda: batch.where(none).toArrow())
         row["read"] = _time(lambda: admit_batch(
             pl.from_arrow(batch.select(*JUDGED).toArrow()), [], high_water=None,
             lateness=0.0, slide=1.0, time_distance=DEFAULT_TIME_DISTANCE))
-        row["select"] = _time(lambda: batch.where(f"{none} AND value > -1").toArrow())
-        row["project"] = _time(lambda: batch.selectExpr(
-            "house_id * 1000000 + household_id * 1000 + plug_id AS k", "value * 0.9 AS v")
-            .where("k < 0").toArrow())
-        moved = {}
-        row["transfer"] = _time(lambda: moved.update(n=store.append(
-            "calibrate", "rows", loads.select(*COLUMNS).toArrow(), batch_id)))
-        row["moved"] = moved["n"]
+        if file_format == "parquet":
+            none = "plug_id < 0"
+            row["scan"] = _time(lambda: batch.where(none).toArrow())
+            row["select"] = _time(lambda: batch.where(f"{none} AND value > -1").toArrow())
+            row["project"] = _time(lambda: batch.selectExpr(
+                "house_id * 1000000 + household_id * 1000 + plug_id AS k", "value * 0.9 AS v")
+                .where("k < 0").toArrow())
+            moved = {}
+            row["transfer"] = _time(lambda: moved.update(n=store.append(
+                "calibrate", "rows", batch.where("property = 1").select(*COLUMNS).toArrow(),
+                batch_id)))
+            row["moved"] = moved["n"]
         if row["tuples"]:
             rows.append(row)
         left.append(time.perf_counter())
 
     with tempfile.TemporaryDirectory(prefix="tandem-calibrate-") as tmp:
         landing = Path(tmp) / "landing"
-        SmartPlugs(rate=rate).write_files(landing, seconds + 1, 1.0, file_format="parquet")
+        SmartPlugs(rate=rate).write_files(landing, seconds + 1, 1.0, file_format=file_format)
         store = ColumnarStore(Path(tmp) / "c.duckdb")
         store.create("calibrate", fresh=True)
         query = (native_stream(spark, str(landing)).writeStream.foreachBatch(each)
@@ -221,7 +225,7 @@ def calibrate(out: str | Path = settings.CALIBRATED_PROFILE, *,
     spark = spark_session()
 
     say("gateway: Parquet files read, judged, selected, projected and moved to DuckDB at 4 rates")
-    batches = [b for rate in (20_000, 100_000, 200_000, 400_000) for b in _gateway(spark, rate, 5)]
+    batches = [b for rate in GATEWAY_RATES for b in _gateway(spark, rate, 5)]
     n = np.array([b["tuples"] for b in batches], dtype=float)
     moved = np.array([b["moved"] for b in batches], dtype=float)
     outside = statistics.median(b["outside"] for b in batches if b["outside"] is not None)
@@ -237,6 +241,15 @@ def calibrate(out: str | Path = settings.CALIBRATED_PROFILE, *,
     fits["duckdb", "transfer_in"] = _line(model, ("duckdb", "transfer_in"), moved, transfer)
     # The result sink is the same move (toArrow, then an insert).
     fits["spark", "sink"] = _line(model, ("spark", "sink"), moved, transfer)
+
+    say("gateway: CSV files read, parsed and judged at 4 rates")
+    batches = [b for rate in GATEWAY_RATES for b in _gateway(spark, rate, 5, "csv")]
+    # Per micro-batch the job costs what Parquet's does (CostModel.source); the parse is
+    # per tuple, so CSV's reads less that fixed part are fitted through the origin.
+    job = model.values["spark", "source", "per_call"] - outside
+    fits["spark", "source_csv"] = _line(
+        model, ("spark", "source_csv"), np.array([b["tuples"] for b in batches], dtype=float),
+        np.array([b["read"] for b in batches]) - job, per_call=False)
 
     say("DuckDB: fragment SQL over windows of growing cardinality")
     fits.update(_duckdb(model))

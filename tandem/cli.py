@@ -102,14 +102,15 @@ def generate_command(
         min=1.0, help="Event time per file, seconds.")] = 60.0,
     disorder: Annotated[bool, typer.Option(help="Readings arrive out of order, shaped like Ji's Table 4.1: about half late, most by under 100 ms, a tail of seconds (files are cut by arrival time).")] = False,
     max_delay: Annotated[float, typer.Option(min=0.1, help="With --disorder: the longest delay, seconds.")] = 4.5,
-    file_format: Annotated[str, typer.Option("--format", help="csv (DEBS 2014's, read by a Python source) or parquet (read by Spark's own Parquet source).")] = "csv",
+    file_format: Annotated[str, typer.Option("--format", help="csv (DEBS 2014's, which Spark parses line by line) or parquet (typed columns, cheaper to read).")] = "csv",
 ) -> None:
     """Write the smart-plug stream as landed files (DEBS 2014 CSV, or Parquet), for
     `tandem run --source DIRECTORY`."""
     from rich.progress import Progress
 
+    from optimizer.catalog import FILE_FORMATS
     from tandem.disorder import Disorder
-    from tandem.workload import FILE_FORMATS, SmartPlugs
+    from tandem.workload import SmartPlugs
 
     if file_format not in FILE_FORMATS:
         raise typer.BadParameter(f"give one of {', '.join(FILE_FORMATS)}", param_hint="--format")
@@ -150,12 +151,13 @@ def run_command(
     gateway: Annotated[str, typer.Option(help="How a landing directory is read: auto (Spark's own file source where it fits), native or python (docs/execution.md).")] = "auto",
 ) -> None:
     """Optimise QUERY (unless --placement forces a plan), deploy it on Spark and DuckDB, run it."""
-    from tandem.run import by_rule, run  # imports Spark: only for the commands that run it
+    from tandem.run import by_rule, landing_format, run  # imports Spark: only to run
     from tandem.settings import spark_log_path, store_path
 
     store = store or str(store_path())
     with user_errors(query):
-        plan = explain(query, rate=rate, catalog=catalog, profile=profile, placement=placement)
+        plan = explain(query, rate=rate, catalog=catalog, profile=profile, placement=placement,
+                       file_format=landing_format(source))
     placed = ", ".join(f"{op}={engine}" for op, engine in plan.optimization.plan.placement.items())
     console.print(f"[bold]{plan.query}[/] with {placed or 'nothing to place'}")
     progress = {"tuples": 0, "batches": 0, "rows": 0, "started": time.perf_counter(),

@@ -83,9 +83,11 @@ class Explanation:
 def explain(query: str, *, rate: float | None = None, catalog: str | None = None,
             profile: str | None = None, memory_budget: str | None = None,
             placement: str = "auto", exhaustive: bool = False, feasibility: bool = True,
-            decompose: bool = True, pipelined: bool = False) -> Explanation:
+            decompose: bool = True, pipelined: bool = False,
+            file_format: str | None = None) -> Explanation:
     """``pipelined``: judge feasibility by the busiest operator (C_b, Ji's assumption) even if
-    the profile says the operators share the machine's cores."""
+    the profile says the operators share the machine's cores. ``file_format``: the streams land
+    as files of that format (default: the catalog's), which prices the gateway."""
     query_file = settings.query_path(query)
     catalog_file = settings.catalog_path(query_file, catalog)
     profile_file = settings.profile_path(profile)
@@ -93,7 +95,10 @@ def explain(query: str, *, rate: float | None = None, catalog: str | None = None
     unit_costs = load_profile(profile_file)
     if pipelined:
         unit_costs = replace(unit_costs, time_shared=False)
-    result = optimize(query_file.read_text(), load_catalog(catalog_file), unit_costs,
+    streams = load_catalog(catalog_file)
+    if file_format:
+        streams = streams.with_file_format(file_format)
+    result = optimize(query_file.read_text(), streams, unit_costs,
                       rate, placement=placement, feasibility=feasibility, memory_budget=budget,
                       exhaustive_check=exhaustive,
                       **({} if decompose else {"decompose_above": None}))

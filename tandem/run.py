@@ -27,7 +27,7 @@ from optimizer.logical import windows
 from rowstream.buckets import WHOLE_PLAN
 from rowstream.dsps import SPARK_DESIGNS
 from rowstream.mig import EPOCH, BatchReport, Mig, Transfers
-from rowstream.native import fits, native_stream
+from rowstream.native import fits, native_format, native_stream
 from rowstream.session import spark_session
 from rowstream.sources import generator_stream, landing_stream, last_window_end
 from tandem.explain import Explanation, explain
@@ -110,7 +110,7 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
     if spark_design not in SPARK_DESIGNS and spark_design not in WHOLE_PLAN:
         raise TandemError(f"Spark design {spark_design!r}: give one of {', '.join(SPARK_DESIGNS)}")
     explanation = explanation or explain(query, rate=rate, catalog=catalog, profile=profile,
-                                         placement=placement)
+                                         placement=placement, file_format=landing_format(source))
     physical = explanation.optimization.plan
     name = name or explanation.query.stem
     reports: list[BatchReport] = []
@@ -307,6 +307,12 @@ def default_checkpoint(store: str | Path, name: str) -> Path:
     """Spark's checkpoint of run ``name`` over ``store``: beside the store, keyed by both."""
     store = Path(store)
     return store.parent / "checkpoints" / store.stem / name
+
+
+def landing_format(source: str) -> str | None:
+    """The format the files of a run's ``source`` land in, which prices the gateway: a landing
+    directory's one format, else None (the catalog's)."""
+    return native_format(source) if source != "generator" and Path(source).is_dir() else None
 
 
 GATEWAYS = ("auto", "native", "python")

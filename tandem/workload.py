@@ -24,6 +24,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from optimizer.catalog import FILE_FORMATS
+
 DEBS_START = 1377986400  # 2013-09-01 00:00 CEST (22:00 UTC the day before): where DEBS 2014 starts
 HOUSES = 40
 HOUSEHOLDS_PER_HOUSE = 10
@@ -43,7 +45,6 @@ SCHEMA = pa.schema([
 # A landed Parquet file: the stream's columns, its timestamps UTC instants.
 PARQUET_SCHEMA = pa.schema([pa.field("ts", pa.timestamp("us", tz="UTC")) if f.name == "ts" else f
                             for f in SCHEMA])
-FILE_FORMATS = ("csv", "parquet")
 CSV_HEADER = ("id", "timestamp", "value", "property", "plug_id", "household_id", "house_id")
 
 if TYPE_CHECKING:

@@ -10,7 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from optimizer import load_catalog, load_profile
+from optimizer.catalog import parse_catalog
 from optimizer.cost import CostModel, Objective, PlanCost, better
+from optimizer.errors import CatalogError
 from optimizer.frontend import parse_query
 from optimizer.logical import Aggregate, Join, LogicalPlan, Select, Window, post_order
 from optimizer.physical import evaluate, uniform
@@ -131,6 +133,24 @@ def test_plan_costs_eq_6_5_and_6_6(unit_catalog, unit_profile):
     duck = evaluate(plan, uniform(plan, "duckdb"), model)
     assert [op.kind for op in duck.operators] == ["source", "db-op", "sink"]
     assert duck.cost.utilization == pytest.approx(0.2 + 0.127 + 10 * 0.0005)
+
+
+def test_the_gateway_costs_per_tuple_what_the_file_format_costs(unit_catalog, unit_profile):
+    _, model = model_for(S_JOIN_T, unit_catalog, unit_profile)
+    # s lands as Parquet (the default), t as CSV (unit_catalog.toml): 100 * 0.001 + 50 * 0.003
+    # per tuple, and the job's 0.1 once per micro-batch.
+    assert model.source(["s", "t"]).u == pytest.approx(0.1 + 0.15 + 0.1)
+    csv = CostModel(Statistics(unit_catalog.with_file_format("csv")), unit_profile)
+    assert csv.source(["s", "t"]).u == pytest.approx(0.3 + 0.15 + 0.1)
+
+
+def test_a_file_format_the_gateway_does_not_read_is_refused(unit_catalog):
+    with pytest.raises(CatalogError, match="every stream lands as 'json' files: give one of csv, "
+                                           "parquet"):
+        unit_catalog.with_file_format("json")
+    with pytest.raises(CatalogError, match="stream 's' lands as 'avro' files"):
+        parse_catalog({"streams": {"s": {"columns": {"ts": "TIMESTAMP"}, "rate": 1,
+                                         "file_format": "avro"}}})
 
 
 def test_rate_override_scales_every_stream(unit_catalog):

@@ -169,8 +169,8 @@ def tandem_capacity(query: str, rate: float, profile: str | None, landed: str,
                     gateway: str) -> dict:
     """The optimiser's plan at ``rate``, measured as ``tandem bench`` measures it (windows filled
     by FILL seconds, files of format ``landed`` in the landing directory before the clock
-    starts, read by ``gateway``)."""
-    plan = explain(query, rate=rate, profile=profile)
+    starts, read by ``gateway``), planned as ``tandem run`` plans a run over those files."""
+    plan = explain(query, rate=rate, profile=profile, file_format=landed)
     found = measure.capacity(plan, rate, warmup=FILL, measure=SHORT, landed=landed,
                              gateway=gateway)
     return {"rate": rate, "tuples_per_second": found.tuples_per_second,
