@@ -3,6 +3,7 @@ Zhu Eq. 4.3/4.5) on round numbers (tests/data/unit_*.toml)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -142,6 +143,18 @@ def test_the_gateway_costs_per_tuple_what_the_file_format_costs(unit_catalog, un
     assert model.source(["s", "t"]).u == pytest.approx(0.1 + 0.15 + 0.1)
     csv = CostModel(Statistics(unit_catalog.with_file_format("csv")), unit_profile)
     assert csv.source(["s", "t"]).u == pytest.approx(0.3 + 0.15 + 0.1)
+
+
+def test_a_profile_calibrated_before_csv_was_priced_asks_for_a_calibration(unit_catalog,
+                                                                            unit_profile):
+    spark = {f: c for f, c in unit_profile.functions["spark"].items() if f != "source_csv"}
+    old = dataclasses.replace(unit_profile, functions={**unit_profile.functions, "spark": spark})
+    _, model = model_for(S_JOIN_T, unit_catalog.with_file_format("parquet"), old)
+    assert model.source(["s", "t"]).u == pytest.approx(0.15 + 0.1)
+    _, model = model_for(S_JOIN_T, unit_catalog, old)
+    with pytest.raises(CatalogError, match=r"lacks \[spark.source_csv\] per_tuple: re-run `tandem "
+                                           "calibrate`"):
+        model.source(["s", "t"])
 
 
 def test_a_file_format_the_gateway_does_not_read_is_refused(unit_catalog):
