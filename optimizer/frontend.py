@@ -403,6 +403,8 @@ class _Planner:
             func, arg = _AGG_TYPES[type(call)], call.this
             if isinstance(arg, exp.Distinct):
                 raise fail(f"{func}(DISTINCT ...) is not supported", call, func)
+            if arg is None:  # sqlglot parses COUNT() (and refuses the others' empty calls)
+                raise fail("COUNT() needs an argument: COUNT(*) or COUNT(column)", call, func)
             if isinstance(arg, exp.Star):
                 if func != "COUNT":
                     raise fail(f"{func}(*) is not valid: name a column", call, func)

@@ -39,6 +39,8 @@ CASES = [
      "COUNT(DISTINCT ...)", "COUNT"),
     (f"SELECT house_id, MAX(SUM(value)) AS m FROM {HOP} GROUP BY house_id", "nested aggregates",
      "SUM"),
+    (f"SELECT plug_id, COUNT() AS n FROM {HOP} GROUP BY plug_id", "COUNT() needs an argument",
+     "COUNT"),
     (f"SELECT plug_id, value, COUNT(*) AS n FROM {HOP} GROUP BY plug_id",
      "'value' must appear in GROUP BY", "value"),
     (f"SELECT * FROM {HOP} WHERE plug_id IN (SELECT plug_id FROM {HOP})", "IN (subquery)", "IN ("),

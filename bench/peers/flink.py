@@ -235,7 +235,10 @@ def write_report(report: dict) -> None:
              f"than its stream's event time plus {STARTUP:.0f} s fell behind in the fill already. "
              "Each maximum sustainable rate is searched to within 10 %, one step of each system "
              "in turn: the largest rate kept up with, the smallest rate fallen behind at in "
-             "brackets. The ratios are of those largest rates, over Flink's.", "",
+             "brackets. The ratios are of those largest rates, over Flink's. Only steps of one "
+             "run interleave (their times are in the last column); the machine's capacities move "
+             "by about 20 % from run to run, so `bench/gateways.py` compares Tandem's gateways, "
+             "not this table.", "",
              "| query | Flink's rows = reference's | "
              + " | ".join(f"{name} max rate" for name in SYSTEMS.values())
              + "".join(f" | {SYSTEMS[system]} / Flink" for system in TANDEM) + " | target |",
