@@ -82,7 +82,11 @@ def write(points: list[Point], out_dir: Path, command: str, calibration: str,
     queries = [q for q in QUERIES if any(p.query == q for p in points)]
     data = write_json(points, out_dir / "bench.json", command, calibration, minutes, spark_design)
     if latest:
-        (out_dir.parent / "bench.json").write_text(json.dumps(data, indent=1) + "\n")
+        latest_json = out_dir.parent / "bench.json"
+        peers = json.loads(latest_json.read_text()).get("peers") if latest_json.exists() else None
+        # bench/peers/ measure for hours and add their figures here: a sweep must not drop them.
+        latest_json.write_text(json.dumps(data | ({"peers": peers} if peers else {}), indent=1)
+                               + "\n")
     kept = out_dir / "profile.toml"  # the unit costs the predictions and choices came from
     if Path(calibration).is_file() and not (kept.exists() and kept.samefile(calibration)):
         shutil.copy(calibration, kept)
@@ -122,6 +126,7 @@ def write(points: list[Point], out_dir: Path, command: str, calibration: str,
                      f"{s['capacity_ratio_rate_vs_duckdb']:,.0f} tuples/s.")
     lines += ["", "## Targets", "", "| target | measured | met |", "|---|---|---|"]
     lines += [f"| {t} | {m} | {'yes' if ok else '**no**'} |" for t, m, ok in _targets(data)]
+    lines += _flink(out_dir.parent / "flink.json", queries)
     notes = out_dir / "notes.md"
     if notes.exists():  # written by hand after the run: the gaps' causes, what would close them
         lines += ["", notes.read_text().strip()]
@@ -218,6 +223,28 @@ def _targets(data: dict) -> list[tuple[str, str, bool]]:
                 "–" if share is None else f"{share:.0%} of {overall['prediction_points']}",
                 share is not None and share >= 0.9))
     return out
+
+
+def _flink(path: Path, queries: list[str]) -> list[str]:
+    """Flink SQL's maximum rates beside Tandem's, from bench/peers/flink.py's search, for this
+    run's queries. Its ratios are the search's, not this sweep's: a ratio across runs of a
+    noisy machine would not be honest."""
+    peer = json.loads(path.read_text()) if path.exists() else {}
+    rows = [(q, peer[q]) for q in queries if peer.get(q, {}).get("max_rate")]
+    if not rows:
+        return []
+    lines = ["", "## Flink SQL", "", f"From `bench/peers/flink.py` ({path.name}, "
+             f"{path.with_suffix('.md').name}, which says when each step was taken): each "
+             "system's maximum sustainable rate over the same events, as CSV files (and as "
+             "Parquet files for tandem-parquet), and Tandem's over Flink's.", "",
+             "| query | system | max rate | over Flink's |", "|---|---|---|---|"]
+    for q, entry in rows:
+        for system, (lo, hi) in entry["max_rate"].items():
+            ratio = entry["ratio"].get(system)
+            lines.append(f"| {q.upper()} | {system} | {lo:,.0f} "
+                         f"({'none fell behind' if hi is None else f'{hi:,.0f}'}) | "
+                         f"{_fmt(ratio)} |")
+    return lines
 
 
 def _fmt(x: float | None) -> str:

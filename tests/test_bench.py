@@ -107,6 +107,23 @@ def test_the_report_gives_the_figures_of_bench_json_and_the_notes_beside_it(tmp_
     assert "A cause." in report and (out / "q1.png").stat().st_size > 0
 
 
+def test_a_sweep_keeps_the_peers_figures_and_its_report_shows_them(tmp_path):
+    from tandem.bench_report import write
+
+    flink = {"q1": {"max_rate": {"flink": [700.0, 800.0], "tandem": [145000.0, 159000.0]},
+                    "ratio": {"tandem": 145000 / 700}},
+             "q5": {"max_rate": {"flink": [1.26e6, None]}, "ratio": {}}}
+    (tmp_path / "flink.json").write_text(json.dumps(flink))
+    (tmp_path / "bench.json").write_text(json.dumps({"queries": {}, "peers": {"flink": flink}}))
+    out = tmp_path / "2026-01-01"
+    report = write([point(1000, 1500, 9000)], out, "tandem bench", "profile.toml", 3.0,
+                   "buckets").read_text()
+    assert json.loads((tmp_path / "bench.json").read_text())["peers"]["flink"] == flink
+    assert "| Q1 | flink | 700 (800) |  |" in report
+    assert "| Q1 | tandem | 145,000 (159,000) | 207.1x |" in report
+    assert "Q5" not in report  # not a query of this sweep
+
+
 def test_bisection_narrows_each_roles_max_rate_to_within_ten_percent(monkeypatch):
     """The sweep over a doubling grid brackets each plan's capacity within 2x; bisection must
     bring pure-Spark, pure-DuckDB and the optimiser's plan within 10 % of it (here a fixed
