@@ -403,8 +403,9 @@ class _Planner:
             func, arg = _AGG_TYPES[type(call)], call.this
             if isinstance(arg, exp.Distinct):
                 raise fail(f"{func}(DISTINCT ...) is not supported", call, func)
-            if arg is None:  # sqlglot parses COUNT() (and refuses the others' empty calls)
-                raise fail("COUNT() needs an argument: COUNT(*) or COUNT(column)", call, func)
+            # sqlglot parses COUNT() and COUNT(a, b) (and refuses the others' wrong arities).
+            if arg is None or call.args.get("expressions"):
+                raise fail("COUNT takes one argument: COUNT(*) or COUNT(column)", call, func)
             if isinstance(arg, exp.Star):
                 if func != "COUNT":
                     raise fail(f"{func}(*) is not valid: name a column", call, func)
