@@ -53,7 +53,7 @@ class Cluster:
         self.port, self.ui_port = _free_port(), _free_port()
         self.master = self._spawn("master", "org.apache.spark.deploy.master.Master", "--host", HOST,
                                   "--port", str(self.port), "--webui-port", str(self.ui_port))
-        self._wait(lambda: self.state() is not None, "the master to answer")
+        self.wait(lambda: self.state() is not None, "the master to answer")
 
     def start_worker(self) -> subprocess.Popen:
         n = len(self.workers)
@@ -63,7 +63,7 @@ class Cluster:
                              "--work-dir", str(work), "--webui-port", str(_free_port()))
         self.workers.append(worker)
         alive = sum(w.poll() is None for w in self.workers)
-        self._wait(lambda: self.state()["aliveworkers"] >= alive, f"worker {n} to register")
+        self.wait(lambda: self.state()["aliveworkers"] >= alive, f"worker {n} to register")
         return worker
 
     def kill_worker(self, n: int) -> None:
@@ -92,7 +92,8 @@ class Cluster:
                                     stdout=log, stderr=subprocess.STDOUT, env=env,
                                     start_new_session=True)
 
-    def _wait(self, ready, what: str) -> None:
+    def wait(self, ready, what: str) -> None:
+        """Until ``ready()`` holds (the master's state answers it), or fail after a minute."""
         deadline = time.monotonic() + READY_SECONDS
         while time.monotonic() < deadline:
             if self.master is not None and self.master.poll() is not None:
