@@ -86,6 +86,7 @@ def test_the_compose_file_names_what_the_code_reads(config):
     assert set(config["volumes"]) >= {"state", "landing", "airflow", "postgres"}
     # The image holds every package pyproject installs, and what the services read beside them.
     dockerfile = (DOCKER / "Dockerfile").read_text()
+    assert re.search(rf"^WORKDIR {IMAGE_ROOT}$", dockerfile, re.M)
     packages = re.search(r'packages = \[(.*?)\]', (ROOT / "pyproject.toml").read_text())[1]
     for folder in [*re.findall(r'"(\w+)"', packages), "queries", "dags", "plugins"]:
         assert re.search(rf"^COPY {folder} {folder}$", dockerfile, re.M), folder
@@ -142,6 +143,16 @@ def postgresql(config):
         shutil.rmtree(root, ignore_errors=True)
 
 
+IMAGE_ROOT = "/opt/tandem"  # the Dockerfile's WORKDIR: the repository, here
+
+
+def _image_environment() -> dict[str, str]:
+    """The variables the Dockerfile's ENV instructions set."""
+    text = (DOCKER / "Dockerfile").read_text().replace("\\\n", " ")
+    pairs = [p for line in re.findall(r"^ENV (.*)$", text, re.M) for p in line.split()]
+    return dict(p.split("=", 1) for p in pairs)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -162,12 +173,12 @@ class Here:
     def _local(self, value: str) -> str:
         for address, port in self.ports.items():
             value = value.replace(address, f"127.0.0.1:{port}")
-        return value.replace("/tandem/", f"{self.directory}/")
+        return value.replace(f"{IMAGE_ROOT}/", f"{ROOT}/").replace("/tandem/", f"{self.directory}/")
 
     def environment(self, service: str) -> dict[str, str]:
-        env = {k: self._local(str(v)) for k, v in
-               self.config["services"][service]["environment"].items()}
-        return os.environ | env | {
+        """The image's ENV, then the service's environment (compose's wins), made local."""
+        env = _image_environment() | self.config["services"][service]["environment"]
+        return os.environ | {k: self._local(str(v)) for k, v in env.items()} | {
             "PYTHON": sys.executable, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
             "SPARK_MASTER_HOST": "127.0.0.1", "SPARK_LOCAL_IP": "127.0.0.1",
             "SPARK_MASTER_PORT": str(self.ports["spark-master:7077"]),
