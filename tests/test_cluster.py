@@ -50,14 +50,16 @@ def truth(landing):
     return reference.Evaluator({"plugs": stream})
 
 
-def tandem(master: str, *args: str, wait: bool = True):
+def tandem(master: str, *args: str, log: Path | None = None):
     """The CLI in a process of its own: a driver on the cluster (one SparkContext per process,
-    and the tests' shared session is local)."""
+    and the tests' shared session is local). With ``log``, started in the background, its
+    output going there (a pipe nobody reads could fill and stop it)."""
     command = [sys.executable, "-m", "tandem.cli", "--master", master, *args]
     env = os.environ | {"TANDEM_SPARK_MEMORY": "1g"}
-    if not wait:
-        return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+    if log is not None:
+        with open(log, "w") as out:
+            return subprocess.Popen(command, cwd=ROOT, env=env, stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=900, start_new_session=True)
 
@@ -102,15 +104,15 @@ def test_a_worker_killed_while_the_query_runs(cluster, landing, truth, catalog, 
     store = tmp_path / "tandem.duckdb"
     placement = ("select_1=spark,select_2=spark,aggregate_1=spark,join_1=spark,"
                  "select_3=duckdb,aggregate_2=duckdb")
-    running = tandem(cluster.url, *run_args("q1", placement, landing, store), wait=False)
+    log = tmp_path / "run.log"
+    running = tandem(cluster.url, *run_args("q1", placement, landing, store), log=log)
     commits = default_checkpoint(store, "q1") / "commits"
     deadline = time.monotonic() + 300
     while not (commits.is_dir() and len(list(commits.iterdir())) >= 2):
-        assert running.poll() is None, running.communicate()[1][-3000:]
+        assert running.poll() is None, log.read_text()[-3000:]
         assert time.monotonic() < deadline, "the run committed no micro-batch in 5 minutes"
         time.sleep(0.5)
     cluster.kill_worker(0)
     cluster.start_worker()  # the cluster heals, as a restarted machine would rejoin it
-    _, err = running.communicate(timeout=900)
-    assert running.returncode == 0, err[-3000:]
+    assert running.wait(timeout=900) == 0, log.read_text()[-3000:]
     assert_reference_rows(store, "q1", truth, catalog, profile)
