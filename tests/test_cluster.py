@@ -112,6 +112,7 @@ def test_a_worker_killed_while_the_query_runs(cluster, landing, truth, catalog, 
         assert running.poll() is None, log.read_text()[-3000:]
         assert time.monotonic() < deadline, "the run committed no micro-batch in 5 minutes"
         time.sleep(0.5)
+    assert running.poll() is None, "the run ended before the worker was killed"
     cluster.kill_worker(0)
     cluster.start_worker()  # the cluster heals, as a restarted machine would rejoin it
     assert running.wait(timeout=900) == 0, log.read_text()[-3000:]
