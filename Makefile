@@ -4,12 +4,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit integration bench lint clean airflow browser peers
+.PHONY: demo test unit integration bench lint clean airflow system-packages peers
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,airflow]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,airflow,postgres]'
 	@touch $(STAMP)
 
 demo: $(STAMP)
@@ -19,18 +19,24 @@ demo: $(STAMP)
 airflow: $(STAMP)
 	$(BIN)/tandem airflow
 
-# The browser test drives Debian's Chromium (Playwright cannot download browsers here).
-browser:
-	@command -v chromium >/dev/null || { \
+# Debian's packages the integration tests drive: Chromium for the browser test (Playwright
+# cannot download browsers here), PostgreSQL for Airflow's metadata and docker-compose to
+# validate docker/compose.yaml (tests/test_docker.py).
+system-packages:
+	@missing=""; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	command -v docker-compose >/dev/null || missing="$$missing docker-compose"; \
+	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    echo "installing Debian's chromium for the browser test"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	    echo "installing Debian's$$missing for the integration tests"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	  else \
-	    echo "make test: the browser test needs Chromium: run 'sudo apt-get install chromium' and try again"; \
+	    echo "make test: the integration tests need Debian's$$missing: run 'sudo apt-get install$$missing' and try again"; \
 	    exit 1; \
-	  fi; }
+	  fi; fi
 
-test: $(STAMP) browser
+test: $(STAMP) system-packages
 	$(BIN)/python -m pytest -q
 
 unit: $(STAMP)

@@ -1,12 +1,22 @@
-"""What a query's result rows are keyed by, derived from its logical plan: the columns that
-identify one row per window_end, and the columns that hold counts. The results suite of
-Great Expectations (``rowstream/expectations.py``) checks them on every result table."""
+"""Keys derived from a query's logical plan: the columns that identify one result row per
+window_end and the columns that hold counts (the results suite of Great Expectations,
+``rowstream/expectations.py``, checks them on every result table), and the columns a subplan
+can be hash-partitioned by (the pure-Spark "buckets" design, ``duckdb-partitioned`` DB-ops)."""
 
 from __future__ import annotations
 
 from sqlglot import exp
 
-from optimizer.logical import Aggregate, Join, Node, Project, Window
+from optimizer.logical import (
+    WINDOW_COLUMNS,
+    Aggregate,
+    Join,
+    Node,
+    Project,
+    Window,
+    post_order,
+    windows,
+)
 
 
 def result_keys(node: Node) -> tuple[str, ...] | None:
@@ -34,6 +44,22 @@ def result_keys(node: Node) -> tuple[str, ...] | None:
             return None
         return tuple(names[k] for k in keys)
     return result_keys(node.inputs[0])  # a selection keeps its input's keys
+
+
+def partition_keys(node: Node) -> tuple[str, ...]:
+    """The stream columns every aggregate of ``node``'s subplan groups by and every join pairs
+    on, unrenamed on the way up: rows that agree on them meet in every group and every join
+    pair, so the subplan over a hash partition of the stream by them gives that partition's
+    share of the result. Empty when no column is common to all."""
+    keys = set(windows(node)[0].columns) - set(WINDOW_COLUMNS)
+    for op in post_order(node):
+        if isinstance(op, Aggregate):
+            keys &= set(op.group_by)
+        elif isinstance(op, Join):
+            keys &= {l for l, r in op.keys if l == r}
+        elif isinstance(op, Project):
+            keys &= {n for n, e in op.expressions if isinstance(e, exp.Column) and e.name == n}
+    return tuple(sorted(keys))
 
 
 def count_columns(node: Node) -> tuple[str, ...]:

@@ -32,6 +32,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from sqlglot import exp
 
+from optimizer.keys import partition_keys
 from optimizer.logical import (
     WINDOW_COLUMNS,
     Aggregate,
@@ -50,21 +51,6 @@ from rowstream.eventtime import EPOCH, watermark
 
 BUCKET = "_bucket"
 PAIRED = 20_000_000  # (row, window_end) pairs one evaluation holds at most (about 1 GB)
-
-
-def bucket_keys(root: Node) -> list[str]:
-    """The stream columns every aggregate groups by and every join pairs on, unrenamed on the
-    way up: rows that agree on them meet in every group and every join pair."""
-    leaves = windows(root)
-    keys = set(leaves[0].columns) - set(WINDOW_COLUMNS)
-    for node in post_order(root):
-        if isinstance(node, Aggregate):
-            keys &= set(node.group_by)
-        elif isinstance(node, Join):
-            keys &= {l for l, r in node.keys if l == r}
-        elif isinstance(node, Project):
-            keys &= {n for n, e in node.expressions if isinstance(e, exp.Column) and e.name == n}
-    return sorted(keys)
 
 
 def stored_rows(root: Node) -> tuple[list[exp.Expression], list[str]]:
@@ -111,7 +97,7 @@ def evaluate_in_buckets(stream: DataFrame, root: Node, schema: T.StructType, buc
     predicates, stored = stored_rows(root)
     for p in predicates:
         stream = stream.where(F.col(HEARTBEAT) | predicate(p))
-    keys = bucket_keys(root)
+    keys = partition_keys(root)
     mine = (F.array(F.pmod(F.hash(*keys), F.lit(buckets))) if keys and buckets > 1
             else F.array(F.lit(0)))
     everyone = F.sequence(F.lit(0), F.lit(buckets - 1))  # a heartbeat reaches every bucket

@@ -14,8 +14,10 @@ from pyspark.sql import SparkSession
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 
-def spark_session(app: str = "tandem", log: Path | None = None) -> SparkSession:
-    """The shared session. ``TANDEM_SPARK_MASTER`` moves the row engine to a cluster;
+def spark_session(app: str = "tandem", log: Path | None = None,
+                  master: str = "local[*]") -> SparkSession:
+    """The shared session. ``master`` (``tandem.settings.spark_master``) moves the row engine
+    to a cluster;
     ``TANDEM_SPARK_MEMORY`` sizes the driver, which in local mode is also the executor (with
     Spark's 1g, `verify --placements all` ran out of aggregation memory after ~400 Q6 queries
     in one session); ``TANDEM_SHUFFLE_PARTITIONS`` sets the partitions of stateful operators
@@ -26,7 +28,7 @@ def spark_session(app: str = "tandem", log: Path | None = None) -> SparkSession:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = (SparkSession.builder.appName(app)
-               .master(os.environ.get("TANDEM_SPARK_MASTER", "local[*]"))
+               .master(master)
                .config("spark.driver.memory", os.environ.get("TANDEM_SPARK_MEMORY", "4g"))
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")

@@ -49,14 +49,22 @@ def start(home: Path, port: int = 8080, state: Path | None = None,
     home.mkdir(parents=True, exist_ok=True)
     env = environment(home, port, state)
     out = open(log or home / "standalone.log", "ab")
+    initialise(env, out)
+    return subprocess.Popen([sys.executable, "-m", "airflow", "standalone"], cwd=REPOSITORY,
+                            env=env, stdout=out, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def initialise(env: dict[str, str], out) -> None:
+    """Airflow's metadata database brought up to date, and the pool of the tasks that open the
+    DuckDB file: what ``start`` does first, and the ``airflow-init`` service of ``docker/``
+    (``python -m tandem.airflow_server init``) before the other Airflow services start."""
     for command in (["db", "migrate"], ["pools", "set", DUCKDB_POOL, "1", POOL_DESCRIPTION]):
         done = subprocess.run([sys.executable, "-m", "airflow", *command], cwd=REPOSITORY,
                               env=env, stdout=out, stderr=subprocess.STDOUT)
         if done.returncode:
-            raise TandemError(f"`airflow {' '.join(command[:2])}` failed: see {out.name}")
-    return subprocess.Popen([sys.executable, "-m", "airflow", "standalone"], cwd=REPOSITORY,
-                            env=env, stdout=out, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+            where = out.name if not str(out.name).startswith("<") else "its output above"
+            raise TandemError(f"`airflow {' '.join(command[:2])}` failed: see {where}")
 
 
 def stop(process: subprocess.Popen) -> None:
@@ -105,3 +113,12 @@ def token(port: int, home: Path) -> str:
         headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=30) as answer:
         return json.load(answer)["access_token"]
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["init"]:
+        sys.exit("usage: python -m tandem.airflow_server init")
+    try:
+        initialise(dict(os.environ), sys.stdout.buffer)
+    except TandemError as err:
+        sys.exit(f"error: {err}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import time
@@ -65,8 +66,12 @@ def engine_output_to(log: Path):
 
 
 @app.callback()
-def main() -> None:
+def main(
+    master: Annotated[str | None, typer.Option(help="Spark master, e.g. spark://host:7077, for every command (default: TANDEM_SPARK_MASTER, else tandem.toml's spark_master, else local[*]).")] = None,
+) -> None:
     """Optimise, run and inspect continuous queries."""
+    if master:  # the environment carries it to the library and to the processes it starts
+        os.environ["TANDEM_SPARK_MASTER"] = master
 
 
 @app.command("explain")

@@ -31,7 +31,7 @@ from rowstream.native import fits, native_format, native_stream
 from rowstream.session import spark_session
 from rowstream.sources import generator_stream, landing_stream, last_window_end
 from tandem.explain import Explanation, explain
-from tandem.settings import spark_log_path
+from tandem.settings import spark_log_path, spark_master
 from tandem.workload import SmartPlugs
 
 _STARTING = threading.Lock()
@@ -152,7 +152,7 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
 
     with _STARTING:  # concurrent runs (tandem verify --parallel) name their queries apart
         crash.arm()
-        spark = spark_session(log=spark_log_path(store))
+        spark = spark_session(log=spark_log_path(store), master=spark_master())
         bridge = Mig(name, deployment, columnar, spark, record, final_end=final_end,
                      spark_design=spark_design, lateness=lateness, checkpoint=str(checkpoint),
                      native=native, time_distance=time_distance)

@@ -64,6 +64,13 @@ def spark_log_path(store: str | Path) -> Path:
     return Path(store).parent / "spark.log"
 
 
+def spark_master() -> str:
+    """Where Spark runs: ``TANDEM_SPARK_MASTER`` (the CLI's ``--master`` sets it), else
+    tandem.toml's ``spark_master``, else ``local[*]``. On a cluster, the state directory, the
+    landing directory and the checkpoints must be paths every worker reaches."""
+    return setting("spark_master") or "local[*]"
+
+
 def checkpoints_dir() -> Path:
     return state_dir() / "checkpoints"
 

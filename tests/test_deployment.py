@@ -67,14 +67,15 @@ def test_a_stateless_crossing_is_its_predicates_and_columns_over_the_stream(cata
 
 
 def test_buckets_partition_by_the_keys_every_operator_groups_and_joins_on(catalog, profile):
-    from rowstream.buckets import bucket_keys, stored_rows
+    from optimizer.keys import partition_keys
+    from rowstream.buckets import stored_rows
 
     def root(name):
         return optimize(query_sql(name), catalog, profile).logical.root
 
     # Q5 takes the maximum over a household's plugs: a plug alone does not hold a group whole.
-    assert bucket_keys(root("q5")) == ["house_id", "household_id"]
-    assert bucket_keys(root("q1")) == ["house_id", "household_id", "plug_id"]
+    assert partition_keys(root("q5")) == ("house_id", "household_id")
+    assert partition_keys(root("q1")) == ("house_id", "household_id", "plug_id")
     predicates, columns = stored_rows(root("q6"))
     assert [p.sql() for p in predicates] == ["property = 1"]  # every window's rows are loads
     assert sorted(columns) == ["house_id", "household_id", "plug_id", "property", "ts", "value"]

@@ -1,0 +1,119 @@
+"""A real Spark standalone cluster (a master and two workers on 127.0.0.1, from the installed
+pyspark): `tandem --master spark://...` runs Q1, Q3 and Q5 under every placement there and gives
+the reference's rows, also when a worker is killed while the query runs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+
+from optimizer import optimize
+from rowstream.cluster import local_cluster
+from tandem import reference
+from tandem.run import default_checkpoint
+from tandem.workload import SmartPlugs
+from tests.conftest import ROOT, query_sql
+from tests.test_reference import assert_same_rows
+from tests.test_run import results
+
+pytestmark = pytest.mark.integration
+
+TOPOLOGY = dict(houses=2, households_per_house=2, plugs=6)
+RATE, DURATION, FILE_SECONDS = 3, 400, 50
+PLACEMENTS = ("spark", "duckdb", "auto")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with local_cluster(tmp_path_factory.mktemp("cluster"), workers=2, cores=1,
+                       memory="1536m") as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def landing(tmp_path_factory) -> Path:
+    directory = tmp_path_factory.mktemp("landing")
+    SmartPlugs(rate=RATE, **TOPOLOGY).write_files(directory, DURATION, FILE_SECONDS)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def truth(landing):
+    stream = pl.from_arrow(SmartPlugs(rate=RATE, **TOPOLOGY).between(0, DURATION))
+    return reference.Evaluator({"plugs": stream})
+
+
+def tandem(master: str, *args: str, log: Path | None = None):
+    """The CLI in a process of its own: a driver on the cluster (one SparkContext per process,
+    and the tests' shared session is local). With ``log``, started in the background, its
+    output going there (a pipe nobody reads could fill and stop it)."""
+    command = [sys.executable, "-m", "tandem.cli", "--master", master, *args]
+    env = os.environ | {"TANDEM_SPARK_MEMORY": "1g"}
+    if log is not None:
+        with open(log, "w") as out:
+            return subprocess.Popen(command, cwd=ROOT, env=env, stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=900, start_new_session=True)
+
+
+def run_args(query: str, placement: str, landing: Path, store: Path) -> list[str]:
+    return ["run", query, "--placement", placement, "--source", str(landing), "--store",
+            str(store)]
+
+
+def assert_reference_rows(store: Path, query: str, truth, catalog, profile) -> None:
+    """The run's rows are the reference's up to the last window_end it evaluated: a landing
+    directory has no end, so windows are evaluated as far as its watermark goes (and Spark's
+    stateful operators emit a window only once the watermark passes it)."""
+    root = optimize(query_sql(query), catalog, profile).logical.root
+    got = results(store, query)
+    with duckdb.connect(str(store), read_only=True) as con:
+        (last_end,), = con.sql(f"SELECT max(last_end) FROM q_{query}.progress").fetchall()
+    bound = max(t for t in (last_end, got["window_end"].max()) if t is not None)
+    want = truth.result(root).filter(pl.col("window_end") <= bound)
+    assert want.height > 0
+    assert got.height == want.height
+    assert_same_rows(got.select(root.columns), want)
+
+
+@pytest.mark.parametrize("query", ["q1", "q3", "q5"])
+def test_every_placement_on_the_cluster_gives_the_reference_rows(cluster, landing, truth,
+                                                                 catalog, profile, tmp_path,
+                                                                 query):
+    for placement in PLACEMENTS:
+        store = tmp_path / placement / "tandem.duckdb"
+        done = tandem(cluster.url, *run_args(query, placement, landing, store))
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert_reference_rows(store, query, truth, catalog, profile)
+    # The driver ran its tasks on the cluster's executors, not in a local Spark.
+    assert cluster.state()["completedapps"], "no application completed on the cluster"
+
+
+def test_a_worker_killed_while_the_query_runs(cluster, landing, truth, catalog, profile,
+                                              tmp_path):
+    """Spark runs the lost executor's tasks again on the other worker; the stateful operators
+    (Q1's aggregate and join in Spark) restore their state from the checkpoint."""
+    store = tmp_path / "tandem.duckdb"
+    placement = ("select_1=spark,select_2=spark,aggregate_1=spark,join_1=spark,"
+                 "select_3=duckdb,aggregate_2=duckdb")
+    log = tmp_path / "run.log"
+    running = tandem(cluster.url, *run_args("q1", placement, landing, store), log=log)
+    commits = default_checkpoint(store, "q1") / "commits"
+    deadline = time.monotonic() + 300
+    while not (commits.is_dir() and len(list(commits.iterdir())) >= 2):
+        assert running.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, "the run committed no micro-batch in 5 minutes"
+        time.sleep(0.5)
+    assert running.poll() is None, "the run ended before the worker was killed"
+    cluster.kill_worker(0)
+    cluster.start_worker()  # the cluster heals, as a restarted machine would rejoin it
+    assert running.wait(timeout=900) == 0, log.read_text()[-3000:]
+    assert_reference_rows(store, "q1", truth, catalog, profile)
