@@ -1,7 +1,7 @@
 """A Spark standalone cluster on this machine, from the installed pyspark: a master and workers
-started with ``spark-class``, as Spark's own ``sbin`` scripts start them. The tests and the
-scaling benchmark run queries on it; a deployment runs the same classes on its machines
-(``docker/``) and points Tandem at the master with ``TANDEM_SPARK_MASTER``."""
+started with ``spark-class``, as Spark's own ``sbin`` scripts start them. The tests run queries
+on it; a deployment runs the same classes on its machines (``docker/entrypoint.sh``) and points
+Tandem at the master with ``TANDEM_SPARK_MASTER``."""
 
 from __future__ import annotations
 
