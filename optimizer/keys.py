@@ -1,7 +1,7 @@
 """Keys derived from a query's logical plan: the columns that identify one result row per
 window_end and the columns that hold counts (the results suite of Great Expectations,
 ``rowstream/expectations.py``, checks them on every result table), and the columns a subplan
-can be hash-partitioned by (the pure-Spark "buckets" design, ``duckdb-partitioned`` DB-ops)."""
+can be hash-partitioned by (the pure-Spark "buckets" design, ``rowstream/buckets.py``)."""
 
 from __future__ import annotations
 

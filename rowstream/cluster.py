@@ -50,7 +50,7 @@ class Cluster:
             return json.load(answer)
 
     def start_master(self) -> None:
-        self.port, self.ui_port = _free_port(), _free_port()
+        self.port, self.ui_port = free_port(), free_port()
         self.master = self._spawn("master", "org.apache.spark.deploy.master.Master", "--host", HOST,
                                   "--port", str(self.port), "--webui-port", str(self.ui_port))
         self.wait(lambda: self.state() is not None, "the master to answer")
@@ -60,7 +60,7 @@ class Cluster:
         work = self.directory / f"worker-{n}"
         worker = self._spawn(f"worker-{n}", "org.apache.spark.deploy.worker.Worker", self.url,
                              "--host", HOST, "--cores", str(self.cores), "--memory", self.memory,
-                             "--work-dir", str(work), "--webui-port", str(_free_port()))
+                             "--work-dir", str(work), "--webui-port", str(free_port()))
         self.workers.append(worker)
         alive = sum(w.poll() is None for w in self.workers)
         self.wait(lambda: self.state()["aliveworkers"] >= alive, f"worker {n} to register")
@@ -130,7 +130,7 @@ def _kill_group(process: subprocess.Popen) -> None:
     process.wait()
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind((HOST, 0))
         return s.getsockname()[1]

@@ -10,7 +10,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -20,8 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rowstream.cluster import Cluster
-from tandem.airflow_server import token, wait_healthy
+from rowstream.cluster import Cluster, free_port
+from tandem.airflow_server import stop, token, wait_healthy
 from tests.conftest import ROOT
 from tests.test_airflow_server import call
 
@@ -71,14 +70,15 @@ def test_the_compose_file_names_what_the_code_reads(config):
             continue
         assert service["command"][0] in roles, f"{name}: no such role in entrypoint.sh"
         env = service["environment"]
-        # Every variable the compose file gives Tandem is one the code reads.
-        for variable in (v for v in env if v.startswith("TANDEM_")):
-            assert _read_by_the_code(variable), f"{name}: nothing reads {variable}"
         assert env["TANDEM_SPARK_MASTER"] == "spark://spark-master:7077"
         for path in SHARED:  # the same named volume at the same path everywhere
             assert _mounts(service)[path] == _mounts(services["spark-worker"])[path], name
             assert _mounts(service)[path] in config["volumes"]
         assert {env["TANDEM_STATE"], env["TANDEM_LANDING"]} == set(SHARED)
+    # Every variable the compose file gives Tandem is one the code reads.
+    given = {v for service in services.values() for v in service["environment"]
+             if v.startswith("TANDEM_")}
+    assert given and not _unread_by_the_code(given)
     database = services["postgres"]["environment"]
     url = services["airflow-scheduler"]["environment"]["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
     assert url == (f"postgresql+psycopg://{database['POSTGRES_USER']}:"
@@ -99,13 +99,13 @@ def _mounts(service: dict) -> dict[str, str]:
                 for m in service["volumes"])
 
 
-def _read_by_the_code(variable: str) -> bool:
-    name = variable.removeprefix("TANDEM_").lower()
-    for path in [*ROOT.glob("tandem/*.py"), *ROOT.glob("rowstream/*.py")]:
-        text = path.read_text()
-        if variable in text or f'setting("{name}"' in text:
-            return True
-    return False
+def _unread_by_the_code(variables: set[str]) -> set[str]:
+    """The variables among ``variables`` that no module of tandem/ or rowstream/ reads, by name
+    or through ``settings.setting``."""
+    code = "\n".join(p.read_text() for p in [*ROOT.glob("tandem/*.py"),
+                                              *ROOT.glob("rowstream/*.py")])
+    return {v for v in variables if v not in code
+            and f'setting("{v.removeprefix("TANDEM_").lower()}"' not in code}
 
 
 # -- the entry point's roles on this machine --------------------------------------------------
@@ -120,7 +120,7 @@ def postgresql(config):
     bin_dir = versions[-1].parent
     root = Path(tempfile.mkdtemp(prefix="tandem-pg-"))
     root.chmod(0o755)
-    data, port = root / "data", _free_port()
+    data, port = root / "data", free_port()
     # PostgreSQL refuses to run as root: as root, the server runs as Debian's postgres user.
     as_owner = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
     if as_owner:
@@ -153,21 +153,15 @@ def _image_environment() -> dict[str, str]:
     return dict(p.split("=", 1) for p in pairs)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Here:
     """The compose services' environments and commands, rewritten for this machine: the
     services' host names become 127.0.0.1 with free ports, the volumes directories."""
 
     def __init__(self, config: dict, directory: Path, postgres_port: int):
         self.config, self.directory = config, directory
-        self.ports = {"postgres:5432": postgres_port, "spark-master:7077": _free_port(),
-                      "airflow-apiserver:8080": _free_port()}
-        self.spark_ui = _free_port()
+        self.ports = {"postgres:5432": postgres_port, "spark-master:7077": free_port(),
+                      "airflow-apiserver:8080": free_port()}
+        self.spark_ui = free_port()
         self.processes: dict[str, subprocess.Popen] = {}
 
     def _local(self, value: str) -> str:
@@ -182,7 +176,7 @@ class Here:
             "PYTHON": sys.executable, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
             "SPARK_MASTER_HOST": "127.0.0.1", "SPARK_LOCAL_IP": "127.0.0.1",
             "SPARK_MASTER_PORT": str(self.ports["spark-master:7077"]),
-            "SPARK_MASTER_WEBUI_PORT": str(self.spark_ui), "SPARK_WORKER_WEBUI_PORT": str(_free_port()),
+            "SPARK_MASTER_WEBUI_PORT": str(self.spark_ui), "SPARK_WORKER_WEBUI_PORT": str(free_port()),
             "SPARK_WORKER_CORES": "1", "SPARK_WORKER_MEMORY": "1536m",
             "TANDEM_SPARK_MEMORY": "1g"}
 
@@ -205,15 +199,7 @@ class Here:
 
     def stop(self) -> None:
         for process in reversed(self.processes.values()):
-            for signal_ in (15, 9):
-                try:
-                    os.killpg(process.pid, signal_)
-                    process.wait(timeout=30)
-                    break
-                except ProcessLookupError:
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
+            stop(process)  # each role's process group, as Airflow standalone's is stopped
 
 
 def test_the_images_roles_run_airflow_on_postgresql_and_tandem_on_the_cluster(
