@@ -58,14 +58,16 @@ def schema_name(query: str) -> str:
 class ColumnarStore:
     """A DuckDB file (or ``:memory:``) that keeps the state and results of DB-ops."""
 
-    def __init__(self, path: str | Path = DEFAULT_PATH, read_only: bool = False):
+    def __init__(self, path: str | Path = DEFAULT_PATH, read_only: bool = False,
+                 threads: int | None = None):
         """``read_only``: for readers in other processes (the Airflow plugin); DuckDB lets them
-        in while no process writes."""
+        in while no process writes. ``threads``: DuckDB's, when it must not take every core."""
         if str(path) != ":memory:" and not read_only:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self.path = str(path)
         try:
-            self.con = duckdb.connect(self.path, read_only=read_only)
+            self.con = duckdb.connect(self.path, read_only=read_only,
+                                      config={"threads": threads} if threads else {})
         except duckdb.IOException as err:
             holder = re.search(r"held in (.*?) \(PID (\d+)\)", str(err))
             who = f" ({holder[1]}, PID {holder[2]})" if holder else ""

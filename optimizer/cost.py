@@ -36,6 +36,8 @@ from optimizer.profile import Profile
 from optimizer.statistics import Statistics
 
 SPARK, DUCKDB = "spark", "duckdb"
+PARTITIONED = "duckdb-partitioned"  # DuckDB in Spark's executors, one per hash partition
+DB_ENGINES = (DUCKDB, PARTITIONED)
 SOURCE = {"parquet": "source", "csv": "source_csv"}  # the gateway's function, by file format
 
 
@@ -87,6 +89,7 @@ class Fragment:
     inputs: frozenset[str]
     work: float
     arrival: float = 0.0  # seconds per second of arrivals: the pane partials' upkeep
+    partitioned: bool = False  # runs on duckdb-partitioned (``db_cost``)
 
 
 @dataclass(frozen=True)
@@ -240,13 +243,15 @@ class CostModel:
 
     # -- DB-ops -----------------------------------------------------------------------------
 
-    def db(self, members: frozenset[Node], root: Node, to_sink: bool = False) -> OperatorCost:
+    def db(self, members: frozenset[Node], root: Node, to_sink: bool = False,
+           partitioned: bool = False) -> OperatorCost:
         """A DB-op: the connected R2R fragment ``members`` (whose output is ``root``'s) evaluated
         as one SQL query in DuckDB. ``to_sink``: its result stays in DuckDB, in the results
-        table, instead of returning to Spark."""
+        table, instead of returning to Spark. ``partitioned``: in the executors' DuckDBs."""
         inputs = frozenset(self.signature(c) for m in members for c in m.inputs if c not in members)
         return self.db_cost(Fragment(inputs, sum(self.db_work(m) for m in members),
-                                     sum(self.db_arrival(m) for m in members)), root, to_sink)
+                                     sum(self.db_arrival(m) for m in members), partitioned),
+                            root, to_sink)
 
     def db_inputs(self, members: frozenset[Node]) -> list[Node]:
         """The distinct relations a DB-op reads from Spark; two copies of one CTE move once."""
@@ -266,6 +271,9 @@ class CostModel:
         found = self._db.get(key)
         if found is not None:
             return found
+        if fragment.partitioned:
+            found = self._db[key] = self._partitioned_cost(fragment, root)
+            return found
         st = self.stats
         terms = [self._input_term(s) for s in fragment.inputs]
         transfer_in = (sum(lam for lam, _ in terms) * self._c(DUCKDB, "transfer_in", "per_tuple")
@@ -282,6 +290,25 @@ class CostModel:
         found = self._db[key] = OperatorCost(transfer_in + fragment.arrival + evaluated, memory,
                                              evaluated)
         return found
+
+    def _partitioned_cost(self, fragment: Fragment, root: Node) -> OperatorCost:
+        """A DB-op on duckdb-partitioned (``rowstream/partitioned.py``): Spark exchanges its
+        input rows by the partition key into the executors' Python workers (per tuple), each of
+        the P partitions appends its share to its DuckDB and evaluates the fragment over it (the
+        central DB-op's work, divided by P), and the result rows travel to the driver. A batch
+        also costs a fixed time for the job and its P partitions. All of it runs in the
+        micro-batch's job: the driver's evaluation thread only commits the results."""
+        st, P = self.stats, self.profile.parallelism
+        terms = [self._input_term(s) for s in fragment.inputs]
+        arriving = sum(lam for lam, _ in terms)
+        out = st[root]
+        per_partition = (arriving * self._c(DUCKDB, "transfer_in", "per_tuple") + fragment.arrival
+                         + out.n_slide * (self._c(DUCKDB, "query", "per_call") + fragment.work))
+        u = (arriving * self._c(PARTITIONED, "exchange", "per_tuple")
+             + self._per_batch(PARTITIONED, "exchange")
+             + per_partition / P
+             + out.lambda_out * self._c(PARTITIONED, "collect", "per_tuple"))
+        return OperatorCost(u, sum(state for _, state in terms))
 
     def _input_term(self, signature_: str) -> tuple[float, float]:
         """Tuples per second a DB-op input moves into DuckDB, and the bytes of its window there."""
@@ -393,7 +420,7 @@ class CostModel:
         runs after a DB-op (``after_mig``), on the evaluation thread."""
         lam = self.stats[root].lambda_out
         insert = lam * self._c(DUCKDB, "sink", "per_tuple")
-        if engine == DUCKDB:
+        if engine in DB_ENGINES:  # duckdb-partitioned's rows reach the driver in the DB-op
             return OperatorCost(insert, 0.0, insert)
         move = lam * self._c(SPARK, "sink", "per_tuple") + self._per_batch(SPARK, "sink")
         return OperatorCost(insert + move, 0.0, insert + (move if after_mig else 0.0))

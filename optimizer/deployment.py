@@ -7,14 +7,16 @@ into DuckDB. After it, per micro-batch and for the window_ends the batch complet
 runs bottom-up in *steps*: each DB-op as one DuckDB query, and each Spark operator that sits
 above a DB-op as a Spark operator over the instantaneous relations of those window_ends (the
 MIG hands DuckDB's rows back as DataFrames). Such relations are finite and complete, so these
-Spark operators need no state across micro-batches.
+Spark operators need no state across micro-batches. A DB-op on duckdb-partitioned is evaluated
+in Spark's executors over the batch's rows of its crossings, before the steps of the batch run;
+its step hands its result rows on.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from optimizer.cost import DUCKDB
+from optimizer.cost import DB_ENGINES, PARTITIONED
 from optimizer.logical import Node, Window, post_order
 from optimizer.physical import PhysicalPlan, db_fragments
 
@@ -25,6 +27,7 @@ class Step:
 
     node: Node  # the DB-op's root, or the Spark operator
     db_op: str | None = None
+    partitioned: bool = False  # a DB-op on duckdb-partitioned (rowstream/partitioned.py)
 
     @property
     def in_duckdb(self) -> bool:
@@ -47,7 +50,7 @@ def deploy(physical: PhysicalPlan) -> Deployment:
     streaming: set[Node] = set()
     for node in post_order(plan.root):
         if isinstance(node, Window) or (
-                physical.engine_of(node) != DUCKDB and all(i in streaming for i in node.inputs)):
+                physical.engine_of(node) not in DB_ENGINES and all(i in streaming for i in node.inputs)):
             streaming.add(node)
     crossing: dict[str, Node] = {}
     for node in post_order(plan.root):
@@ -61,7 +64,7 @@ def deploy(physical: PhysicalPlan) -> Deployment:
     steps = []
     for node in plan.operators:  # post-order
         if node in fragments:
-            steps.append(Step(node, by_root[node]))
-        elif node not in streaming and physical.engine_of(node) != DUCKDB:
+            steps.append(Step(node, by_root[node], physical.engine_of(node) == PARTITIONED))
+        elif node not in streaming and physical.engine_of(node) not in DB_ENGINES:
             steps.append(Step(node))
     return Deployment(physical, frozenset(streaming), tuple(crossing.values()), tuple(steps))

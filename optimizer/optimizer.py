@@ -8,22 +8,24 @@ composes them and times them.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
 from optimizer.catalog import Catalog
-from optimizer.cost import DUCKDB, SPARK, CostModel, Objective
+from optimizer.cost import PARTITIONED, CostModel, Objective
 from optimizer.errors import TandemError
 from optimizer.frontend import parse_query
 from optimizer.logical import LogicalPlan, r2r_operators, windows
+from optimizer.partitioning import check_partitioned
 from optimizer.phase_one import phase_one
-from optimizer.phase_two import exhaustive, pruned_search
+from optimizer.phase_two import ENGINES, allowed_engines, exhaustive, pruned_search
 from optimizer.physical import PhysicalPlan, evaluate
 from optimizer.profile import Profile
 from optimizer.statistics import Statistics
 
 DECOMPOSE_ABOVE = 15  # R2R operators per subplan (Ji Sec. 6.4.1)
-EXHAUSTIVE_LIMIT = 20  # 2^20 placements take about a minute to cost one by one
+EXHAUSTIVE_LIMIT = 2 ** 20  # placements: about a minute to cost one by one
 
 
 @dataclass(frozen=True)
@@ -56,11 +58,12 @@ class Optimization:
 
 
 def parse_placement(spec: str, plan: LogicalPlan) -> dict[str, str]:
-    """``auto``, ``spark``, ``duckdb`` or ``op=engine,...`` as operator pins."""
+    """``auto``, ``spark``, ``duckdb``, ``duckdb-partitioned`` or ``op=engine,...`` as operator
+    pins."""
     spec = spec.strip().lower()
     if spec in ("", "auto"):
         return {}
-    if spec in (SPARK, DUCKDB):
+    if spec in ENGINES:
         return {plan.ids[op]: spec for op in plan.operators}
     pins = {}
     for part in spec.split(","):
@@ -69,8 +72,9 @@ def parse_placement(spec: str, plan: LogicalPlan) -> dict[str, str]:
         if op not in plan.by_id or op.startswith("window"):
             valid = ", ".join(plan.ids[o] for o in plan.operators)
             raise TandemError(f"--placement: no operator {op!r} (operators: {valid})")
-        if engine not in (SPARK, DUCKDB):
-            raise TandemError(f"--placement: {op} must be spark or duckdb, not {engine!r}")
+        if engine not in ENGINES:
+            raise TandemError(f"--placement: {op} must be one of {', '.join(ENGINES)}, "
+                              f"not {engine!r}")
         pins[op] = engine
     return pins
 
@@ -105,13 +109,15 @@ def optimize(sql: str, catalog: Catalog, profile: Profile, rate: float | None = 
     start = time.perf_counter()
     limit = decompose_above if decompose_above and len(plan) > decompose_above else None
     result = pruned_search(plan, model, objective, pins, decompose_above=limit)
+    check_partitioned(plan, result.placement)  # pins the search could not honour
     phase_two_ms = (time.perf_counter() - start) * 1000
 
     ex_examined = ex_placement = ex_ms = None
     if exhaustive_check:
-        if len(plan) > EXHAUSTIVE_LIMIT:
-            raise TandemError(f"--exhaustive would cost 2^{len(plan)} placements; it is limited "
-                              f"to {EXHAUSTIVE_LIMIT} R2R operators")
+        space = math.prod(map(len, allowed_engines(plan, pins, profile.prices(PARTITIONED))))
+        if space > EXHAUSTIVE_LIMIT:
+            raise TandemError(f"--exhaustive would cost {space:,} placements; it is limited to "
+                              f"{EXHAUSTIVE_LIMIT:,}")
         start = time.perf_counter()
         ex = exhaustive(plan, model, objective, pins)
         ex_ms = (time.perf_counter() - start) * 1000

@@ -1,4 +1,5 @@
-"""Phase two: place every operator of the phase-one plan on Spark or DuckDB (Ji Sec. 6.3.4).
+"""Phase two: place every operator of the phase-one plan on Spark, DuckDB or duckdb-partitioned
+(Ji Sec. 6.3.4).
 
 The enumeration is bottom-up over the R2R operators. At each operator it keeps
 
@@ -12,11 +13,16 @@ The enumeration is bottom-up over the R2R operators. At each operator it keeps
   apart;
 * every partial plan rooted at a DB-op: its cost is not additive, so it cannot be pruned.
 
+A DB-op is a connected fragment on one DuckDB engine: central DuckDB, or duckdb-partitioned
+where the operator allows it (``optimizer/partitioning.py``); a partitioned fragment below a
+central one is closed, and its rows are the central one's input.
+
 With a feasible query (the pure-Spark or the pure-DuckDB plan is feasible), partial plans that
 are already infeasible are dropped too ("Other Pruning Methods"). Plans with more R2R operators
 than ``decompose_above`` are cut into subplans that are optimised in post-order (Sec. 6.4.1).
 
-``exhaustive`` enumerates all 2^n placements: it verifies the pruned search.
+``exhaustive`` enumerates all placements (2^n, up to 3^n with duckdb-partitioned): it verifies
+the pruned search.
 """
 
 from __future__ import annotations
@@ -24,12 +30,24 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from optimizer.cost import DUCKDB, SPARK, ZERO, CostModel, Fragment, Objective, PlanCost
+from optimizer.cost import (
+    DUCKDB,
+    PARTITIONED,
+    SPARK,
+    ZERO,
+    CostModel,
+    Fragment,
+    Objective,
+    PlanCost,
+)
+from optimizer.errors import TandemError
 from optimizer.logical import LogicalPlan, Node, is_r2r
+from optimizer.partitioning import feeds_partitions, partitionable
 from optimizer.physical import plan_cost, uniform
 
-ENGINES = (SPARK, DUCKDB)  # partial plans hold engine indexes: ties break towards Spark, in post-order
-IN_SPARK, IN_DUCKDB = ENGINES.index(SPARK), ENGINES.index(DUCKDB)
+# Partial plans hold engine indexes: ties break towards Spark, then central DuckDB, in post-order.
+ENGINES = (SPARK, DUCKDB, PARTITIONED)
+IN_SPARK = ENGINES.index(SPARK)
 
 
 @dataclass(frozen=True)
@@ -50,8 +68,13 @@ class SearchResult:
     subplans: int  # 1 unless the plan was decomposed
 
 
-def allowed_engines(plan: LogicalPlan, pinned: dict[str, str]) -> list[tuple[str, ...]]:
-    return [(pinned[plan.ids[op]],) if plan.ids[op] in pinned else (SPARK, DUCKDB)
+def allowed_engines(plan: LogicalPlan, pinned: dict[str, str],
+                    partitioned: bool = True) -> list[tuple[str, ...]]:
+    """Each operator's engines: its pin, or every engine that can run it (duckdb-partitioned
+    where ``partitioned``: the profile prices it). Whether its inputs let it run on
+    duckdb-partitioned depends on their placement, which the search checks."""
+    return [(pinned[plan.ids[op]],) if plan.ids[op] in pinned
+            else ENGINES if partitioned and partitionable(op) else (SPARK, DUCKDB)
             for op in plan.operators]
 
 
@@ -61,12 +84,13 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
     pinned = pinned or {}
     if not plan.operators:
         return SearchResult({}, 1, 0, 1)  # only a window: nothing to place
-    allowed = allowed_engines(plan, pinned)
+    allowed = allowed_engines(plan, pinned, model.profile.prices(PARTITIONED))
     source = model.source(plan.streams)
     prune_infeasible = objective.feasibility and _known_feasible(plan, model, objective, pinned)
     cut = _cut_points(plan, decompose_above) if decompose_above else set()
     plans: dict[Node, list[Partial]] = {}
     constructed = examined = 0
+    partitions = any(PARTITIONED in engines for engines in allowed)
 
     def close(p: Partial, to_sink: bool = False) -> PlanCost:
         if p.open is None:
@@ -82,8 +106,12 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
         scored = [(close(p), p) for p in candidates]
         order = lambda cp: (objective.rank(cp[0]), cp[1].engines)  # noqa: E731
         if objective.memory_budget is None and not objective.two_sided:
-            cost, p = min(scored, key=order)
-            return [Partial(p.root, p.engines, cost, None)]
+            # Only a subplan without DB-ops can feed duckdb-partitioned: the best of those is
+            # kept beside the best of all.
+            classes = {_fed_by_db(p) for _, p in scored} if partitions else {None}
+            best = [min((cp for cp in scored if c is None or _fed_by_db(cp[1]) == c), key=order)
+                    for c in classes]
+            return [Partial(p.root, p.engines, cost, None) for cost, p in best]
         scored.sort(key=order)
         survivors: list[tuple[PlanCost, Partial]] = []
         for cost, p in scored:
@@ -107,35 +135,46 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
                 new.append(Partial(i, sum((p.engines for p in combo), ()) + (IN_SPARK,), closed, None))
             constructed += len(new)
             new = best_closed(new)
-        if DUCKDB in allowed[i]:
-            external = frozenset(model.signature(c) for c in op.inputs if not is_r2r(c))
+        for engine in (e for e in (DUCKDB, PARTITIONED) if e in allowed[i]):
+            index, external = ENGINES.index(engine), frozenset(
+                model.signature(c) for c in op.inputs if not is_r2r(c))
             for combo in itertools.product(*child_plans):
                 closed, inputs = ZERO, external
                 work, arrival = model.db_work(op), model.db_arrival(op)
                 for child, p in zip(children, combo, strict=True):
+                    if engine == PARTITIONED and not _feeds_partitions(child, p):
+                        break
                     closed = closed.combine(p.closed)
-                    if p.open is None:  # a Spark operator feeds the DB-op
-                        inputs |= {model.signature(child)}
-                    else:  # the child's DB-op grows into this one
+                    if p.open is not None and p.engines[-1] == index:
+                        # the child's DB-op grows into this one
                         inputs |= p.open.inputs
                         work += p.open.work
                         arrival += p.open.arrival
-                new.append(Partial(i, sum((p.engines for p in combo), ()) + (IN_DUCKDB,), closed,
-                                   Fragment(inputs, work, arrival)))
-                constructed += 1
-        new = [p for p in new if keep(p)]
+                    else:  # a Spark operator, or a DB-op of the other engine, feeds the DB-op
+                        if p.open is not None:
+                            closed = closed.add(model.db_cost(p.open, child))
+                        inputs |= {model.signature(child)}
+                else:
+                    new.append(Partial(i, sum((p.engines for p in combo), ()) + (index,), closed,
+                                       Fragment(inputs, work, arrival, engine == PARTITIONED)))
+                    constructed += 1
+        new = _undominated_fragments([p for p in new if keep(p)])
         if op in cut:
             # Decomposition: this subplan is optimised on its own, as if Spark consumed it.
             examined += len(new)
             new = [min(new, key=lambda p: (objective.rank(close(p)), p.engines))]
         plans[op] = new
 
-    # Not empty: infeasible partial plans are dropped only when a feasible plan exists.
+    # Infeasible partial plans are dropped only when a feasible plan exists, so none is missing
+    # unless pins forbid every plan.
     finals = plans[plan.root]
+    if not finals:
+        raise TandemError(f"--placement: no plan runs {PARTITIONED} where it is pinned: its "
+                          "inputs must be the stream's rows as Spark's streaming part hands them over")
     examined += len(finals)
 
     def complete(p: Partial) -> PlanCost:
-        engine = SPARK if p.open is None else DUCKDB
+        engine = SPARK if p.open is None else ENGINES[p.engines[-1]]
         sink = model.sink(plan.root, engine, after_mig=p.open is None and _fed_by_db(p))
         return close(p, to_sink=True).add(sink).add(source)
 
@@ -146,10 +185,13 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
 
 def exhaustive(plan: LogicalPlan, model: CostModel, objective: Objective,
                pinned: dict[str, str] | None = None) -> SearchResult:
-    """All 2^n placements (fewer with pins), each costed from scratch by ``physical.plan_cost``."""
+    """Every placement (fewer with pins), each costed from scratch by ``physical.plan_cost``."""
     best_key, best, count = None, None, 0
-    for engines in itertools.product(*allowed_engines(plan, pinned or {})):
+    allowed = allowed_engines(plan, pinned or {}, model.profile.prices(PARTITIONED))
+    for engines in itertools.product(*allowed):
         placement = {plan.ids[op]: e for op, e in zip(plan.operators, engines, strict=True)}
+        if not valid(plan, placement):
+            continue
         cost = plan_cost(plan, placement, model)
         key = (objective.rank(cost), tuple(ENGINES.index(e) for e in engines))
         count += 1
@@ -158,9 +200,45 @@ def exhaustive(plan: LogicalPlan, model: CostModel, objective: Objective,
     return SearchResult(best, count, count, 1)
 
 
+def _undominated_fragments(partials: list[Partial]) -> list[Partial]:
+    """Drop a partial plan rooted at a DB-op when another of the same engine, whose open DB-op
+    reads the same relations, is no worse in every part of its cost so far and its DB-op's work:
+    whatever is built above, it costs no less. (Ji prunes DSPS-rooted plans only; with two DB
+    engines the DB-rooted plans multiply.) On a tie the smaller engine tuple stays, as in
+    ``exhaustive``."""
+    survivors: list[Partial] = []
+    for p in sorted(partials, key=lambda p: (p.closed.utilization, p.open.work if p.open else 0,
+                                             p.engines)):
+        if p.open is None or not any(q.open is not None and _no_worse(q, p) for q in survivors):
+            survivors.append(p)
+    return survivors
+
+
+def _no_worse(q: Partial, p: Partial) -> bool:
+    a, b = q.closed, p.closed
+    return (q.engines[-1] == p.engines[-1] and q.open.inputs == p.open.inputs
+            and q.open.work <= p.open.work and q.open.arrival <= p.open.arrival
+            and a.bottleneck <= b.bottleneck and a.utilization <= b.utilization
+            and a.memory <= b.memory and a.evaluation <= b.evaluation
+            and a.arrival <= b.arrival)
+
+
+def valid(plan: LogicalPlan, placement: dict[str, str]) -> bool:
+    """Does every partitioned operator read what it can (``partitioning.feeds_partitions``)?"""
+    return all(feeds_partitions(c, placement, plan) for op in plan.operators
+               if placement[plan.ids[op]] == PARTITIONED for c in op.inputs)
+
+
 def _fed_by_db(p: Partial) -> bool:
     """Is a DB-op in the partial plan? Then its root, if in Spark, runs after the MIG."""
-    return IN_DUCKDB in p.engines
+    return any(e != IN_SPARK for e in p.engines)
+
+
+def _feeds_partitions(child: Node, p: Partial) -> bool:
+    """``partitioning.feeds_partitions`` for a child's partial plan: a partitioned DB-op, or
+    Spark's stateless rows of the stream with nothing but Spark below."""
+    root = ENGINES[p.engines[-1]]
+    return root == PARTITIONED or (root == SPARK and not child.instantiated and not _fed_by_db(p))
 
 
 def _known_feasible(plan: LogicalPlan, model: CostModel, objective: Objective,

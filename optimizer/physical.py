@@ -1,11 +1,12 @@
-"""Physical plans: a placement of every R2R operator on Spark or DuckDB, with its DB-ops (the
-maximal connected fragments placed in DuckDB, Ji Sec. 6.2) and the cost of every operator."""
+"""Physical plans: a placement of every R2R operator on Spark, DuckDB or duckdb-partitioned, with
+its DB-ops (the maximal connected fragments placed on one DuckDB engine, Ji Sec. 6.2) and the
+cost of every operator."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from optimizer.cost import DUCKDB, SPARK, ZERO, CostModel, PlanCost
+from optimizer.cost import DB_ENGINES, DUCKDB, PARTITIONED, SPARK, ZERO, CostModel, PlanCost
 from optimizer.logical import LogicalPlan, Node, is_r2r
 
 
@@ -25,7 +26,7 @@ class PhysicalOperator:
 @dataclass(frozen=True)
 class PhysicalPlan:
     logical: LogicalPlan
-    placement: dict[str, str]  # logical operator id -> spark | duckdb
+    placement: dict[str, str]  # logical operator id -> spark | duckdb | duckdb-partitioned
     operators: tuple[PhysicalOperator, ...]
     cost: PlanCost
 
@@ -38,14 +39,16 @@ class PhysicalPlan:
 
 
 def db_fragments(plan: LogicalPlan, placement: dict[str, str]) -> dict[Node, frozenset[Node]]:
-    """Maximal connected sets of DuckDB-placed operators, keyed by their root, in post-order."""
+    """Maximal connected sets of operators placed on one DuckDB engine, keyed by their root, in
+    post-order."""
     fragments: dict[Node, set[Node]] = {}
     for op in plan.operators:  # post-order: children first
-        if placement[plan.ids[op]] != DUCKDB:
+        engine = placement[plan.ids[op]]
+        if engine not in DB_ENGINES:
             continue
         fragment = {op}
         for child in op.inputs:
-            if child in fragments:
+            if child in fragments and placement[plan.ids[child]] == engine:
                 fragment |= fragments.pop(child)
         fragments[op] = fragment
     return {root: frozenset(f) for root, f in fragments.items()}
@@ -57,7 +60,8 @@ def after_mig(plan: LogicalPlan, placement: dict[str, str]) -> set[Node]:
     after: set[Node] = set()
     for op in plan.operators:  # post-order: children first
         if placement[plan.ids[op]] == SPARK and any(
-                c in after or (is_r2r(c) and placement[plan.ids[c]] == DUCKDB) for c in op.inputs):
+                c in after or (is_r2r(c) and placement[plan.ids[c]] in DB_ENGINES)
+                for c in op.inputs):
             after.add(op)
     return after
 
@@ -71,7 +75,8 @@ def plan_cost(plan: LogicalPlan, placement: dict[str, str], model: CostModel) ->
             c = model.dsps(op)
             cost = cost.add(c.after_mig() if op in after else c)
     for root, fragment in db_fragments(plan, placement).items():
-        cost = cost.add(model.db(fragment, root, to_sink=root is plan.root))
+        cost = cost.add(model.db(fragment, root, to_sink=root is plan.root,
+                                 partitioned=placement[plan.ids[root]] == PARTITIONED))
     return cost.add(model.sink(plan.root, root_engine(plan, placement), plan.root in after))
 
 
@@ -100,10 +105,11 @@ def evaluate(plan: LogicalPlan, placement: dict[str, str], model: CostModel) -> 
                 sum(st[i].lambda_out for i in op.inputs), st[op].lambda_out, c.u, c.memory))
         elif op in fragments:  # a DB-op is listed once, at its root
             fragment = fragments[op]
-            c = model.db(fragment, op, to_sink=op is plan.root)
+            engine = placement[op_id]
+            c = model.db(fragment, op, to_sink=op is plan.root, partitioned=engine == PARTITIONED)
             inputs = model.db_inputs(fragment)
             ops.append(PhysicalOperator(
-                owner[op], "db-op", DUCKDB, tuple(plan.ids[m] for m in plan.operators if m in fragment),
+                owner[op], "db-op", engine, tuple(plan.ids[m] for m in plan.operators if m in fragment),
                 tuple(physical_input(i) for i in inputs), sum(st[i].lambda_out for i in inputs),
                 st[op].lambda_out, c.u, c.memory))
     sink = model.sink(plan.root, root_engine(plan, placement), plan.root in after_mig(plan, placement))

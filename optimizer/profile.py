@@ -5,14 +5,14 @@ until a machine has been calibrated."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from optimizer.errors import CatalogError
 from optimizer.tomlfile import read_toml
 
 DEFAULT_PROFILE = Path(__file__).with_name("default_profile.toml")
-ENGINES = ("spark", "duckdb")
+ENGINES = ("spark", "duckdb", "duckdb-partitioned")
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,7 @@ class Profile:
     source: str
     time_shared: bool = False  # operators share the cores (see cost.Objective)
     overlap: float = 1.0  # sigma of cost.Objective.load: 1 = no overlap, C_u
+    parallelism: int = 1  # hash partitions of duckdb-partitioned that run at once (Spark's cores)
 
     def coef(self, engine: str, function: str, name: str) -> float:
         try:
@@ -31,6 +32,15 @@ class Profile:
             raise CatalogError(
                 f"profile {self.source} lacks [{engine}.{function}] {name}: re-run `tandem "
                 "calibrate` or copy it from the default profile") from None
+
+    def prices(self, engine: str) -> bool:
+        """Does the profile hold unit costs of ``engine`` (duckdb-partitioned is searched only
+        where it does)?"""
+        return bool(self.functions.get(engine))
+
+    def without(self, engine: str) -> Profile:
+        """The profile without ``engine``'s unit costs."""
+        return replace(self, functions={e: f for e, f in self.functions.items() if e != engine})
 
     def get(self, engine: str, function: str, name: str) -> float:
         """A coefficient that may be absent (taken as 0)."""
@@ -52,5 +62,9 @@ def load_profile(path: str | Path | None = None) -> Profile:
     overlap = meta.get("overlap", 1.0)
     if not isinstance(overlap, (int, float)) or not 0 <= overlap <= 1:
         raise CatalogError(f"profile {path}: [meta] overlap must be a number from 0 to 1")
+    parallelism = meta.get("parallelism", 1)
+    if not isinstance(parallelism, int) or parallelism < 1:
+        raise CatalogError(f"profile {path}: [meta] parallelism must be a whole number from 1")
     return Profile(str(meta.get("name", path.stem)), float(meta.get("micro_batch_seconds", 1.0)),
-                   functions, str(path), bool(meta.get("time_shared", False)), float(overlap))
+                   functions, str(path), bool(meta.get("time_shared", False)), float(overlap),
+                   parallelism)

@@ -51,17 +51,27 @@ from pyspark.sql import functions as F
 
 from columnar.crash import JVM, crash_point
 from columnar.crash import VARIABLE as CRASH
-from columnar.fragment_sql import fragments, input_table, read_sql, rows_kept
+from columnar.fragment_sql import Fragment, fragments, input_table, read_sql, rows_kept
 from columnar.store import ColumnarStore
 from optimizer.catalog import DEFAULT_TIME_DISTANCE
 from optimizer.deployment import Deployment
 from optimizer.errors import TandemError
+from optimizer.keys import partition_keys
 from optimizer.logical import Node
 from rowstream.buckets import WHOLE_PLAN
 from rowstream.dsps import HEARTBEAT, Streaming, apply
 from rowstream.eventtime import EPOCH, LATE, watermark
 from rowstream.landing import batch_files, landed_files
-from rowstream.native import JUDGED, Admission, admit_batch
+from rowstream.native import JUDGED, Admission, admit_batch, unread_files
+from rowstream.partitioned import (
+    FILE_READ,
+    WHOLE_FILES,
+    PartitionedOp,
+    any_of,
+    judged,
+    partitioned_op,
+)
+from rowstream.relations import naive, relation_rows, utc_instants
 from rowstream.sources import QUARANTINED
 
 STREAM = "stream"  # the crossing id of the stream's own event times
@@ -116,6 +126,10 @@ class Arrival:
     frontiers: dict[str, datetime]  # how far the crossings are complete after the batch
     results: pa.Table | None  # the root's rows, when Spark computed them (``Mig.direct``)
     rules: dict[str, int] = field(default_factory=dict)  # quarantined rows per rule
+    # With duckdb-partitioned DB-ops: the window_ends the batch completes, and each such
+    # DB-op's rows for them (evaluated in the executors during the batch's job).
+    ends: list[datetime] | None = None
+    partitioned: dict[str, pa.Table] | None = None
 
 
 @dataclass
@@ -143,13 +157,21 @@ class Mig:
         self.step = timedelta(seconds=plan.root.slide)
         self.crossings = {self.deployment.relation_id(n): n for n in self.deployment.crossings}
         self.fragments = {f.id: f for f in fragments(self.deployment.physical)}
-        # Every table of the part after the MIG: the crossings', and those of Spark operators'
-        # rows that a DB-op reads.
-        self.panes = [p for f in self.fragments.values() for p in f.panes]
-        self.kept = rows_kept(self.deployment, list(self.fragments.values()))
+        on_partitions = {s.db_op for s in self.deployment.steps if s.partitioned}
+        central = [f for f in self.fragments.values() if f.id not in on_partitions]
+        # Every table of the part after the MIG in the driver's DuckDB: the crossings', and
+        # those of Spark operators' rows that a DB-op reads.
+        self.panes = [p for f in central for p in f.panes]
+        self.kept = rows_kept(self.deployment, central)
+        sources = {t.table for f in central for t in f.sources} | self.kept
+        elsewhere = {t.table for f in self.fragments.values() if f.id in on_partitions
+                     for t in f.sources} - sources
+        # The crossings whose rows the driver needs: all but those only partitions read.
+        self.central = {rid: n for rid, n in self.crossings.items()
+                        if input_table(n, plan).table not in elsewhere}
         tables = {t.table: t for t in (input_table(n, plan) for n in self.crossings.values())
                   if t.table in self.kept}
-        for fragment in self.fragments.values():
+        for fragment in central:
             tables.update({t.table: t for t in fragment.inputs})
         tables.update({p.table.table: p.table for p in self.panes})
         self.tables = list(tables.values())
@@ -157,6 +179,12 @@ class Mig:
         self.reads = {rid: read_sql(node, plan) for rid, node in self.crossings.items()}
         self.root = plan.relation_ids[plan.root]
         self.direct = self.root in self.crossings and plan.root.instantiated
+        self.partitioned = {s.db_op: self._partitioned_op(self.fragments[s.db_op], s.node)
+                            for s in self.deployment.steps if s.partitioned}
+        if self.partitioned and self.native:
+            for name, value in WHOLE_FILES.items():
+                self.spark.conf.set(name, value)
+        self._planned: dict[int, datetime | None] = {}  # batch -> last window_end it evaluates
         self.evaluator = self.store.cursor()
         self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"tandem-{self.query}")
         self._pending: Future | None = None
@@ -236,40 +264,65 @@ class Mig:
         self._thread.shutdown()
         self.evaluator.close()
 
+    def _partitioned_op(self, fragment: Fragment, root: Node) -> PartitionedOp:
+        if self.checkpoint is None:
+            raise TandemError(f"{fragment.id} runs on duckdb-partitioned, whose DuckDB files "
+                              "live under the checkpoint: give the run a checkpoint")
+        crossings = {rid: input_table(n, self.plan) for rid, n in self.crossings.items()
+                     if input_table(n, self.plan).table in {t.table for t in fragment.sources}}
+        return partitioned_op(self.query, fragment, crossings, fragment.panes,
+                              {t.table for t in fragment.inputs}, partition_keys(root),
+                              self.checkpoint, self.spark)
+
     def _arrive(self, batch: DataFrame, batch_id: int, started: float) -> Arrival:
         """Step 1: the batch's rows into DuckDB, and how far they complete the crossings."""
         if os.environ.get(CRASH) == f"{JVM}:{batch_id}":  # the JVM dies, this process lives
             crash_point(JVM, batch_id, victim=self.spark.sparkContext._gateway.proc.pid)
         before = self.store.progress(self.query, before=batch_id)
         frontiers = dict(before.frontiers)
-        # One Spark job moves the whole micro-batch; Arrow splits it by relation.
-        everything = batch.toArrow()
-        if self.native:
-            everything, judged = self._judge(everything, batch_id, before)
-            frontiers[HIGH_WATER] = judged.high_water
-        events = _rows(everything, STREAM)
-        data_ts = events.filter(pc.invert(events.column(HEARTBEAT))).column("ts")
-        tuples = len(data_ts)
-        latest = pc.max(events.column("ts")).as_py() if events.num_rows else None
+        if self.partitioned:
+            spread = self._judged(batch, batch_id, before) if self.native else batch
+            spread.persist()  # read by the driver's jobs, then exchanged to the partitions
+            everything, tuples, latest, first = self._gather(spread)
+            quarantined = relation_rows(everything, QUARANTINE).drop_columns(
+                [c for c in (HEARTBEAT,) if c in everything.column(QUARANTINE).type.names])
+            if self.native:
+                read = set(everything.column(FILE_READ).drop_null().to_pylist())
+                unread = unread_files(self._files(batch_id), read)
+                quarantined = pa.concat_tables([quarantined, *(
+                    naive(f.select(QUARANTINED.names).to_arrow().cast(QUARANTINED))
+                    for f in unread)])
+                frontiers[HIGH_WATER] = max((t for t in (before.frontiers.get(HIGH_WATER),
+                                                         latest) if t is not None), default=None)
+        else:
+            spread = None
+            # One Spark job moves the whole micro-batch; Arrow splits it by relation.
+            everything = batch.toArrow()
+            if self.native:
+                everything, verdict = self._judge(everything, batch_id, before)
+                frontiers[HIGH_WATER] = verdict.high_water
+                quarantined = naive(verdict.quarantined.select(QUARANTINED.names).to_arrow()
+                                    .cast(QUARANTINED))
+            else:
+                quarantined = relation_rows(everything, QUARANTINE).drop_columns([HEARTBEAT])
+            events = relation_rows(everything, STREAM)
+            data_ts = events.filter(pc.invert(events.column(HEARTBEAT))).column("ts")
+            tuples = len(data_ts)
+            latest = pc.max(events.column("ts")).as_py() if events.num_rows else None
+            first = pc.min(data_ts).as_py() if tuples else None
         if latest is not None:  # the stream is complete up to its watermark
             mark = watermark((latest - EPOCH) // timedelta(microseconds=1), self.lateness)
             frontiers[STREAM] = max(EPOCH + timedelta(microseconds=mark),
                                     frontiers.get(STREAM, EPOCH))
         # Rows within the lateness may precede the first batch's; none precedes an evaluated
         # window_end, so the first window_end moves only while none has been evaluated.
-        first_ts = min((t for t in (before.first_ts, pc.min(data_ts).as_py() if tuples else None)
-                        if t is not None), default=None)
-        if self.native:
-            quarantined = naive(judged.quarantined.select(QUARANTINED.names).to_arrow()
-                                .cast(QUARANTINED))
-        else:
-            quarantined = _rows(everything, QUARANTINE).drop_columns([HEARTBEAT])
+        first_ts = min((t for t in (before.first_ts, first) if t is not None), default=None)
         late = pc.sum(pc.equal(quarantined.column("rule"), LATE)).as_py() or 0
         self.store.append(self.query, QUARANTINE, quarantined, batch_id)
 
         results = None
-        for rid, node in self.crossings.items():
-            rows = _rows(everything, rid)
+        for rid, node in self.central.items():
+            rows = relation_rows(everything, rid)
             if node.instantiated:
                 marks = rows.filter(rows.column(HEARTBEAT))
                 rows = rows.filter(pc.invert(rows.column(HEARTBEAT))).drop_columns([HEARTBEAT])
@@ -283,22 +336,56 @@ class Mig:
                 table = input_table(node, self.plan)
                 self.store.append_input(self.query, table, rows, batch_id, self.panes,
                                         keep=table.table in self.kept)
+        ends = partitioned = None
+        if spread is not None:
+            # The partitions evaluate now: their rows are in the executors, not here.
+            last = self._planned.get(batch_id - 1, before.last_end)
+            ends = self._complete_ends(last, first_ts, frontiers)
+            self._planned[batch_id] = ends[-1] if ends else last
+            partitioned = {op_id: op.results(self.spark, spread, batch_id, ends)
+                           for op_id, op in self.partitioned.items()}
+            spread.unpersist()
         crash_point("arrival", batch_id)
         self.store.arrived(self.query, batch_id, first_ts, frontiers)
         rules = {c["values"]: c["counts"]
                  for c in pc.value_counts(quarantined.column("rule")).to_pylist()}
         return Arrival(batch_id, started, tuples, latest, quarantined.num_rows, late, first_ts,
-                       frontiers, results, rules)
+                       frontiers, results, rules, ends, partitioned)
 
-    def _judge(self, everything: pa.Table, batch_id: int, before) -> tuple[pa.Table, Admission]:
-        """The native gateway's rows judged by the input suite and lateness: the admitted rows
-        of the batch (every relation's columns), and the verdicts."""
+    def _gather(self, rows: DataFrame) -> tuple[pa.Table, int, datetime | None, datetime | None]:
+        """What the driver needs of a batch whose rows stay in the executors: the quarantined
+        rows, the files read and the rows of the crossings a central DB-op or Spark reads, as
+        Arrow; the stream's tuples, its latest event time and its first tuple's."""
+        wanted = [c for c in (QUARANTINE, FILE_READ, *self.central) if c in rows.columns]
+        everything = rows.where(any_of(wanted)).select(*wanted).toArrow()
+        ts, data = F.col(f"{STREAM}.ts"), ~F.col(f"{STREAM}.{HEARTBEAT}")
+        stats = rows.where(F.col(STREAM).isNotNull()).agg(
+            F.count(F.when(data, 1)).alias("tuples"), F.max(ts).alias("latest"),
+            F.min(F.when(data, ts)).alias("first")).toArrow()
+        stats = naive(stats).to_pylist()[0]
+        return everything, stats["tuples"], stats["latest"], stats["first"]
+
+    def _files(self, batch_id: int) -> list[Path]:
+        """The native gateway's files of a batch, all of one format."""
         files = batch_files(self.checkpoint, batch_id)
         if files and (strays := [n for n in landed_files(files[0].parent)
                                  if Path(n).suffix != files[0].suffix]):
             raise TandemError(f"{strays[0]} landed in {files[0].parent}, which Spark reads as "
                               f"{files[0].suffix[1:]} files: land one format per directory")
-        judged = admit_batch(pl.from_arrow(_rows(everything, STREAM)).drop(HEARTBEAT), files,
+        return files
+
+    def _judged(self, batch: DataFrame, batch_id: int, before) -> DataFrame:
+        """The native gateway's rows judged in the executors (``rowstream/partitioned.py``)."""
+        files = self._files(batch_id)
+        return judged(batch, STREAM, files, high_water=before.frontiers.get(HIGH_WATER),
+                      lateness=self.lateness, slide=self.plan.root.slide,
+                      time_distance=self.time_distance, quarantine=QUARANTINE)
+
+    def _judge(self, everything: pa.Table, batch_id: int, before) -> tuple[pa.Table, Admission]:
+        """The native gateway's rows judged by the input suite and lateness: the admitted rows
+        of the batch (every relation's columns), and the verdicts."""
+        files = self._files(batch_id)
+        judged = admit_batch(pl.from_arrow(relation_rows(everything, STREAM)).drop(HEARTBEAT), files,
                              high_water=before.frontiers.get(HIGH_WATER),
                              lateness=self.lateness, slide=self.plan.root.slide,
                              time_distance=self.time_distance)
@@ -311,10 +398,15 @@ class Mig:
             store, batch_id = self.evaluator, arrival.batch_id
             # The evaluation of the batch before has committed: its last window_end is final.
             last = store.progress(self.query, before=batch_id).last_end
-            ends = self._complete_ends(last, arrival.first_ts, arrival.frontiers)
+            ends = arrival.ends if arrival.ends is not None else self._complete_ends(
+                last, arrival.first_ts, arrival.frontiers)
             results = arrival.results
             if ends and not self.direct:
-                results = self._evaluate(ends, batch_id)
+                partitioned = arrival.partitioned
+                if partitioned is None:  # recovered: the partitions hold the batch's rows
+                    partitioned = {op_id: op.results(self.spark, None, batch_id, ends)
+                                   for op_id, op in self.partitioned.items()}
+                results = self._evaluate(ends, batch_id, partitioned)
             crash_point("evaluation", batch_id)
             self._crash_after_spark_commit(batch_id)
             last_end = ends[-1] if ends else last
@@ -361,8 +453,10 @@ class Mig:
             end += self.step
         return ends
 
-    def _evaluate(self, ends: list[datetime], batch_id: int) -> pa.Table:
-        """The part of the plan after the MIG, bottom-up, for ``ends``: the root's rows."""
+    def _evaluate(self, ends: list[datetime], batch_id: int,
+                  partitioned: dict[str, pa.Table]) -> pa.Table:
+        """The part of the plan after the MIG, bottom-up, for ``ends``: the root's rows.
+        ``partitioned``: the rows of the DB-ops on duckdb-partitioned, evaluated already."""
         if self.root in self.crossings:  # Spark's rows of a windowed stream, one per window
             return self._final(self.evaluator.evaluate(self.query, self.reads[self.root], ends))
         outputs: dict[str, pa.Table | DataFrame] = {}
@@ -370,7 +464,9 @@ class Mig:
             rid = self.plan.relation_ids[step.node]
             if rid in outputs or rid in self.crossings:
                 continue  # a second copy of a relation already computed
-            if step.in_duckdb:
+            if step.partitioned:
+                outputs[rid] = partitioned[step.db_op]
+            elif step.in_duckdb:
                 fragment = self.fragments[step.db_op]
                 for table in fragment.inputs:
                     source = table.table.removeprefix("in_")
@@ -413,30 +509,6 @@ class Mig:
             return rows
         return rows.filter(pc.less_equal(rows.column("window_end"),
                                          pa.scalar(self.final_end, pa.timestamp("us"))))
-
-
-def _rows(table: pa.Table, column: str) -> pa.Table:
-    """The rows of a relation held as a struct column (null where a row is not in it), as a
-    table of its own."""
-    structs = table.column(column).combine_chunks()
-    structs = structs.filter(structs.is_valid())
-    return naive(pa.Table.from_arrays(structs.flatten(), names=[f.name for f in structs.type]))
-
-
-def naive(table: pa.Table) -> pa.Table:
-    """Spark hands timestamps as UTC instants; DuckDB's window state holds UTC wall time."""
-    return _retype(table, pa.timestamp("us"))
-
-
-def utc_instants(table: pa.Table) -> pa.Table:
-    """DuckDB's UTC wall times as the instants Spark's timestamps are."""
-    return _retype(table, pa.timestamp("us", tz="UTC"))
-
-
-def _retype(table: pa.Table, timestamp: pa.DataType) -> pa.Table:
-    fields = [pa.field(f.name, timestamp) if pa.types.is_timestamp(f.type) else f
-              for f in table.schema]
-    return table.cast(pa.schema(fields))
 
 
 def _first_end(first_ts: datetime, step: timedelta) -> datetime:

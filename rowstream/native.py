@@ -150,21 +150,23 @@ class Admission:
 
 
 def admit_batch(rows: pl.DataFrame, files: list[Path], *, high_water: datetime | None,
-                lateness: float, slide: float, time_distance: float) -> Admission:
+                lateness: float, slide: float, time_distance: float,
+                whole_batch: bool = True) -> Admission:
     """Judge a batch's rows (``JUDGED``, in Spark's order) by the input suite, file by file,
     then by lateness against ``high_water``, the high-water mark of the batches before
     (``rowstream/eventtime.py``). ``files`` are the batch's files: one that gave no rows but
-    holds some is one that Spark could not read. A CSV file's header is neither admitted nor
-    quarantined."""
+    holds some is one that Spark could not read (``unread_files``), unless ``rows`` are only
+    part of the batch (``whole_batch`` False: each holds whole files). A CSV file's header is
+    neither admitted nor quarantined."""
     rows = rows.with_row_index("position")
     paths = {path.name: path for path in files}
     parts = [_judged_csv(part, paths, time_distance) if name.endswith(".csv") else
              judged(typed_frame(part.select(*COLUMNS, ROW), name), time_distance)
              .with_columns(part["position"])
              for (name,), part in rows.group_by(FILE, maintain_order=True)]
-    read = set(rows[FILE].unique())
-    parts += [unreadable(path, err).with_columns(pl.lit(None, pl.UInt32).alias("position"))
-              for path in files if path.name not in read and (err := _unread(path))]
+    if whole_batch:
+        parts += [frame.with_columns(pl.lit(None, pl.UInt32).alias("position"))
+                  for frame in unread_files(files, set(rows[FILE].unique()))]
     frame = pl.concat(parts) if parts else judged(typed_frame(
         rows.select(*COLUMNS), ""), time_distance).with_columns(rows["position"])
     before = None if high_water is None else (high_water - EPOCH) // timedelta(microseconds=1)
@@ -174,6 +176,13 @@ def admit_batch(rows: pl.DataFrame, files: list[Path], *, high_water: datetime |
         frame.filter(~bad)["position"], True)
     return Admission(admitted.to_arrow(), frame.filter(bad).drop("position"),
                      None if after is None else EPOCH + timedelta(microseconds=after))
+
+
+def unread_files(files: list[Path], read: set[str]) -> list[pl.DataFrame]:
+    """The quarantined row of every file of a batch that Spark gave no row of (``read`` are the
+    names of those it did) but that holds some: Spark skips what it cannot read."""
+    return [unreadable(path, err) for path in files
+            if path.name not in read and (err := _unread(path))]
 
 
 def _judged_csv(rows: pl.DataFrame, paths: dict[str, Path], time_distance: float) -> pl.DataFrame:

@@ -40,7 +40,8 @@ from columnar.store import ColumnarStore
 from optimizer import load_catalog, load_profile, optimize
 from optimizer.catalog import DEFAULT_TIME_DISTANCE
 from optimizer.profile import DEFAULT_PROFILE, Profile
-from rowstream.mig import EPOCH, utc_instants
+from rowstream.mig import EPOCH
+from rowstream.relations import utc_instants
 from tandem import settings
 from tandem.explain import Explanation
 from tandem.measure import capacity
@@ -99,15 +100,17 @@ class _Model:
         base = load_profile(DEFAULT_PROFILE)
         self.keys = [(e, f, n) for e, fs in base.functions.items() for f, cs in fs.items()
                      for n in cs if f != "memory"]
-        self.memory = {e: base.functions[e]["memory"] for e in base.functions}
+        self.memory = {e: fs["memory"] for e, fs in base.functions.items() if "memory" in fs}
+        self.parallelism = base.parallelism
         # What is not measured keeps the shipped default.
         self.values: dict[Key, float] = {k: base.coef(*k) for k in self.keys}
 
     def profile(self, values: dict[Key, float], name: str = "calibration") -> Profile:
         functions: dict = {e: {"memory": dict(m)} for e, m in self.memory.items()}
         for (e, f, n) in self.keys:
-            functions[e].setdefault(f, {})[n] = values.get((e, f, n), 0.0)
-        return Profile(name, 1.0, functions, name, time_shared=True)
+            functions.setdefault(e, {}).setdefault(f, {})[n] = values.get((e, f, n), 0.0)
+        return Profile(name, 1.0, functions, name, time_shared=True,
+                       parallelism=self.parallelism)
 
     def optimization(self, sql: str, rate: float, placement: str, values: dict[Key, float]):
         return optimize(sql, self.catalog, self.profile(values), rate, placement=placement)
@@ -456,6 +459,8 @@ def write_profile(path: Path, profile: Profile, fits: dict) -> None:
              "# beside Spark's job for the next one: a plan keeps up when",
              "# max(job, evaluation) + overlap * min(job, evaluation) <= 1 (cost.Objective.load).",
              "time_shared = true", f"overlap = {profile.overlap:.3f}",
+             "# duckdb-partitioned: hash partitions that run at once (Spark's cores)",
+             f"parallelism = {profile.parallelism}",
              f"fit_error = {fits[('meta', 'overlap')].error:.3f}" if ("meta", "overlap") in fits
              else "# overlap: not measured", ""]
     for engine, functions in profile.functions.items():

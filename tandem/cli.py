@@ -28,7 +28,8 @@ app = typer.Typer(help="Tandem: windowed SPJA continuous queries across Spark an
 console = Console()
 errors = Console(stderr=True)
 
-ENGINE_STYLE = {"spark": "bold dark_orange", "duckdb": "bold yellow"}
+ENGINE_STYLE = {"spark": "bold dark_orange", "duckdb": "bold yellow",
+                "duckdb-partitioned": "bold green"}
 
 # Arguments the commands share.
 Query = Annotated[str, typer.Argument(
@@ -37,7 +38,7 @@ Catalog = Annotated[str | None, typer.Option(
     help="Catalog TOML (default: catalog.toml beside the query).")]
 Profile = Annotated[str | None, typer.Option(
     help="Calibration profile TOML (default: calibrated, else shipped).")]
-Placement = Annotated[str, typer.Option(help="auto | spark | duckdb | op=engine,... (pins operators).")]
+Placement = Annotated[str, typer.Option(help="auto | spark | duckdb | duckdb-partitioned | op=engine,... (pins operators).")]
 Lateness = Annotated[float | None, typer.Option(
     min=0.0, help="Allowed lateness L, seconds: later readings go to the quarantine; windows "
     "are evaluated L after their end (default: the catalog's, 5 s for queries/).")]
@@ -334,9 +335,11 @@ def render(result: Explanation) -> None:
         op_id = logical.ids.get(node)
         op = by_member.get(op_id)
         if op is not None and op.kind == "db-op" and op.id != fragment:
+            where = ("one DuckDB query" if op.engine == "duckdb" else
+                     "one DuckDB query per hash partition, in Spark's executors")
             branch = branch.add(
-                f"[{ENGINE_STYLE['duckdb']}]{op.id}[/]  DB-op: {len(op.members)} "
-                f"operator{'s' if len(op.members) > 1 else ''} in one DuckDB query  "
+                f"[{ENGINE_STYLE[op.engine]}]{op.id}[/]  DB-op: {len(op.members)} "
+                f"operator{'s' if len(op.members) > 1 else ''} in {where}  "
                 f"λin {_fmt(op.lambda_in)}  λout {_fmt(op.lambda_out)}  "
                 f"u {op.u:.4f}")
             fragment = op.id

@@ -1,0 +1,53 @@
+"""Where the ``duckdb-partitioned`` placement is allowed: a DB-op run inside Spark's executors,
+one DuckDB per hash partition of the stream by a key (``rowstream/partitioned.py``).
+
+Each partition's DuckDB sees only its share of the stream. That gives its share of the result
+when every aggregate of the fragment's subplan groups by the key and every join pairs on it
+(``keys.partition_keys``). The partitions read the stream's rows where Spark's streaming part
+hands them over: a partitioned operator's inputs are windows, selections and projections of the
+stream that Spark evaluates before the MIG (stateless crossings), or other partitioned operators
+of its fragment. Rows of Spark's stateful operators, and rows a central DB-op produced, are on
+the driver's side of the MIG already.
+"""
+
+from __future__ import annotations
+
+from optimizer.cost import PARTITIONED, SPARK
+from optimizer.errors import TandemError
+from optimizer.keys import partition_keys
+from optimizer.logical import LogicalPlan, Node, is_r2r, post_order
+
+
+def partitionable(node: Node) -> bool:
+    """Can ``node``'s subplan be evaluated per hash partition of its stream?"""
+    return bool(partition_keys(node))
+
+
+def feeds_partitions(child: Node, placement: dict[str, str], plan: LogicalPlan) -> bool:
+    """Can ``child`` be read by a partitioned operator above it (module docstring)?"""
+    if not is_r2r(child):
+        return True  # a window of the stream
+    engine = placement[plan.ids[child]]
+    if engine == PARTITIONED:
+        return True
+    return (engine == SPARK and not child.instantiated
+            and all(placement[plan.ids[n]] == SPARK for n in post_order(child) if is_r2r(n)))
+
+
+def check_partitioned(plan: LogicalPlan, placement: dict[str, str]) -> None:
+    """Refuse, in one line, a placement that puts an operator on ``duckdb-partitioned`` where
+    it cannot run."""
+    for op in plan.operators:
+        op_id = plan.ids[op]
+        if placement.get(op_id) != PARTITIONED:
+            continue
+        if not partitionable(op):
+            raise TandemError(f"--placement: {op_id} cannot run on {PARTITIONED}: no stream "
+                              "column is a key of every aggregate and join at or below it")
+        for child in op.inputs:
+            if not feeds_partitions(child, placement, plan):
+                raise TandemError(
+                    f"--placement: {op_id} cannot run on {PARTITIONED}: its input "
+                    f"{plan.ids[child]} is not the stream's rows as Spark hands them over "
+                    "(place it and what is below it on spark, stateless, or on "
+                    f"{PARTITIONED} too)")

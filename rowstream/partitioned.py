@@ -1,0 +1,192 @@
+"""duckdb-partitioned: a DB-op evaluated inside Spark's executors, over one hash partition of the
+stream each (``optimizer/partitioning.py`` says where the placement is allowed).
+
+A central DB-op funnels every tuple through one ``toArrow`` to the driver and one DuckDB. A
+partitioned one keeps its rows in the executors: for every micro-batch, inside the MIG's
+``foreachBatch``,
+
+1. with the native gateway, the executors judge the rows where Spark read them (``judged``):
+   the input suite's parameters are a file's, and Spark is told never to split a file nor to
+   put two in one task, so every task holds whole files; lateness compares each row with the
+   watermark of the batches before, a constant of the batch. Admitted rows go on; quarantined
+   rows, and the name of every file read, become rows of their own for the driver;
+2. the rows of the DB-op's crossings are exchanged by ``pmod(hash(key), P)``, the fragment's
+   partition key (``keys.partition_keys``), together with one marker row per partition, so that
+   every partition runs even when the batch brings it no rows: a window_end may still close in
+   it (``PartitionedOp.results``, Spark's ``applyInArrow``);
+3. each partition opens its own DuckDB file under the checkpoint (``partitions/<db-op>/<i>``,
+   a path every worker reaches), appends its rows keyed by the batch (a replayed or retried
+   task replaces them), evaluates the fragment's SQL for the window_ends the batch completes,
+   purges one batch behind, as the MIG does, and returns its result rows as an Arrow IPC stream;
+4. the driver concatenates the partitions' rows; the MIG's evaluation thread commits them with
+   the batch, or hands them to the operators above.
+
+Only the result rows, the quarantined rows and a few numbers per batch reach the driver. P is
+the session's default parallelism when a run starts and is kept in the checkpoint: a hash
+partition's state is only where its rows went.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from functools import reduce
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_type
+from pyspark.sql.types import StringType, StructField, StructType
+
+from columnar.fragment_sql import Fragment, FragmentInput, PaneTable
+from columnar.store import ColumnarStore, StoreBusy
+from rowstream.native import FILE, admit_batch
+from rowstream.relations import relation_rows
+from rowstream.sources import QUARANTINED
+
+PART = "_part"  # the hash partition a row goes to
+FILE_READ = "_file_read"  # a row that names a file the executors read (native gateway)
+LOCK_WAIT = 60.0  # seconds a task waits for its partition's DuckDB file (a lost task's retry)
+# Every task reads whole files, one at a time (module docstring, step 1): no file is larger.
+WHOLE_FILES = {"spark.sql.files.maxPartitionBytes": str(1 << 40),
+               "spark.sql.files.openCostInBytes": str(1 << 40)}
+
+
+@dataclass(frozen=True)
+class PartitionedOp:
+    """One DB-op on duckdb-partitioned, with what its partitions need to run."""
+
+    query: str
+    fragment: Fragment
+    crossings: dict[str, FragmentInput]  # relation id -> the input table its rows go to
+    panes: tuple[PaneTable, ...]
+    kept: frozenset[str]  # input tables whose rows the store keeps (``fragment_sql.rows_kept``)
+    keys: tuple[str, ...]  # the partition key
+    directory: str  # its partitions' DuckDB files
+    partitions: int
+
+    def results(self, spark: SparkSession, rows: DataFrame | None, batch_id: int,
+                ends: list[datetime]) -> pa.Table:
+        """Append the batch's ``rows`` in every partition (None: recovering a batch whose rows
+        are there already), evaluate ``ends`` and purge; the result rows of all partitions."""
+        markers = spark.range(self.partitions).select(F.col("id").cast("int").alias(PART))
+        if rows is not None:
+            rids = list(self.crossings)
+            key = [F.coalesce(*[F.col(rid)[k] for rid in rids]) for k in self.keys]
+            rows = (rows.where(any_of(rids))
+                    .select(F.pmod(F.hash(*key), F.lit(self.partitions)).cast("int").alias(PART),
+                            *rids))
+            markers = rows.unionByName(markers, allowMissingColumns=True)
+        run = _partition_runner(self, batch_id, ends, append=rows is not None)
+        out = markers.groupBy(PART).applyInArrow(run, f"{PART} int, rows binary").toArrow()
+        tables = [pa.ipc.open_stream(b).read_all() for b in out.column("rows").to_pylist()]
+        return pa.concat_tables(tables) if tables else _empty(self.fragment.columns)
+
+
+def partitioned_op(query: str, fragment: Fragment, crossings: dict[str, FragmentInput],
+                   panes: tuple[PaneTable, ...], kept: set[str], keys: tuple[str, ...],
+                   checkpoint: str, spark: SparkSession) -> PartitionedOp:
+    """The DB-op's partitions: as many as the checkpoint recorded, else the session's default
+    parallelism (recorded now)."""
+    directory = Path(checkpoint).resolve() / "partitions" / fragment.id
+    record = directory / "partitions.json"
+    if record.exists():
+        partitions = json.loads(record.read_text())["partitions"]
+    else:
+        partitions = spark.sparkContext.defaultParallelism
+        directory.mkdir(parents=True, exist_ok=True)
+        record.write_text(json.dumps({"partitions": partitions, "keys": list(keys)}))
+    return PartitionedOp(query, fragment, crossings, panes, frozenset(kept), keys,
+                         str(directory), partitions)
+
+
+def any_of(columns: list[str]) -> Column:
+    """The rows in which one of ``columns`` (relations held as struct columns) is not null."""
+    return reduce(operator.or_, [F.col(c).isNotNull() for c in columns])
+
+
+def _partition_runner(op: PartitionedOp, batch_id: int, ends: list[datetime], append: bool):
+    """The function each partition runs in an executor (module docstring, step 3)."""
+    tables = (*op.fragment.inputs, *(p.table for p in op.panes))  # what the store keeps
+
+    def run(key: tuple, rows: pa.Table) -> pa.Table:
+        part = key[0].as_py()
+        store = _open(Path(op.directory) / f"{part}.duckdb")
+        try:
+            store.create(op.query)
+            if append:
+                for rid, table in op.crossings.items():
+                    store.append_input(op.query, table, relation_rows(rows, rid), batch_id,
+                                       op.panes, keep=table.table in op.kept)
+            if not ends:
+                return pa.table({PART: pa.array([], pa.int32()), "rows": pa.array([], pa.binary())})
+            result = store.evaluate(op.query, op.fragment.sql, ends)
+            store.purge(op.query, tables, ends[0])  # one batch behind, as the MIG's
+        finally:
+            store.close()
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, result.schema) as writer:
+            writer.write_table(result)
+        return pa.table({PART: pa.array([part], pa.int32()),
+                         "rows": pa.array([sink.getvalue().to_pybytes()], pa.binary())})
+
+    return run
+
+
+def _open(path: Path) -> ColumnarStore:
+    """The partition's DuckDB file, once the task before it (a lost executor's) lets go."""
+    deadline = time.monotonic() + LOCK_WAIT
+    while True:
+        try:
+            return ColumnarStore(path, threads=1)  # the task has one core
+        except StoreBusy:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def _empty(columns: tuple[str, ...]) -> pa.Table:
+    return pa.table({c: pa.array([], pa.null()) for c in columns})
+
+
+def judged(batch: DataFrame, stream: str, files: list[Path], *, high_water: datetime | None,
+           lateness: float, slide: float, time_distance: float, quarantine: str) -> DataFrame:
+    """The native gateway's batch judged in the executors (module docstring, step 1): the
+    admitted rows as they were, then a row per quarantined row (the struct ``quarantine``)
+    and per file read (``FILE_READ``)."""
+    bad_type = pa.struct(list(QUARANTINED))
+    schema = StructType([*batch.schema.fields, StructField(quarantine, from_arrow_type(bad_type)),
+                         StructField(FILE_READ, StringType())])
+
+    def judge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        batches = [b for b in batches if b.num_rows]
+        if not batches:
+            return
+        table = pa.Table.from_batches(batches)
+        rows = pl.from_arrow(relation_rows(table, stream)).drop("heartbeat")
+        verdict = admit_batch(rows, files, high_water=high_water, lateness=lateness, slide=slide,
+                              time_distance=time_distance, whole_batch=False)
+        bad = verdict.quarantined.select(QUARANTINED.names).to_arrow().cast(QUARANTINED)
+        out = table.schema.append(pa.field(quarantine, bad_type)).append(
+            pa.field(FILE_READ, pa.string()))
+        names = pa.array(rows[FILE].unique().to_list(), pa.string())
+        admitted = table.filter(verdict.admitted)
+        for part in (_filled(out, admitted.num_rows, dict(zip(table.column_names,
+                                                               admitted.columns, strict=True))),
+                     _filled(out, bad.num_rows, {quarantine: bad.to_struct_array()}),
+                     _filled(out, len(names), {FILE_READ: names})):
+            yield from part.to_batches()
+
+    return batch.mapInArrow(judge, schema)
+
+
+def _filled(schema: pa.Schema, n: int, columns: dict) -> pa.Table:
+    """``n`` rows of ``schema`` with ``columns``, null in every other column."""
+    return pa.table({f.name: columns.get(f.name, pa.nulls(n, f.type)) for f in schema},
+                    schema=schema)
