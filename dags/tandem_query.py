@@ -16,9 +16,9 @@ with DAG(
     doc_md=__doc__,
     params={
         "query": Param("q1", enum=QUERIES, description="A query of queries/."),
-        "placement": Param("auto", enum=["auto", "spark", "duckdb"],
-                           description="auto: the optimiser's plan; spark or duckdb: every "
-                                       "operator on that engine."),
+        "placement": Param("auto", enum=["auto", "spark", "duckdb", "duckdb-partitioned"],
+                           description="auto: the optimiser's plan; spark, duckdb or "
+                                       "duckdb-partitioned: every operator on that engine."),
         "rate": Param(1000, type="number", minimum=1, description="Tuples per second."),
         "duration": Param(360, type="number", minimum=1,
                           description="Seconds of event time to generate."),

@@ -7,12 +7,14 @@ when every aggregate of the fragment's subplan groups by the key and every join 
 hands them over: a partitioned operator's inputs are windows, selections and projections of the
 stream that Spark evaluates before the MIG (stateless crossings), or other partitioned operators
 of its fragment. Rows of Spark's stateful operators, and rows a central DB-op produced, are on
-the driver's side of the MIG already.
+the driver's side of the MIG already. A central DB-op reads a partitioned one's rows only when
+they are tagged with their window (``reads_partitions``): it keeps a windowed stream's rows, and
+their pane partials, as they arrive, and the partitions hand over rows per window_end evaluated.
 """
 
 from __future__ import annotations
 
-from optimizer.cost import PARTITIONED, SPARK
+from optimizer.cost import DUCKDB, PARTITIONED, SPARK
 from optimizer.errors import TandemError
 from optimizer.keys import partition_keys
 from optimizer.logical import LogicalPlan, Node, is_r2r, post_order
@@ -34,11 +36,24 @@ def feeds_partitions(child: Node, placement: dict[str, str], plan: LogicalPlan) 
             and all(placement[plan.ids[n]] == SPARK for n in post_order(child) if is_r2r(n)))
 
 
+def reads_partitions(child: Node, placement: dict[str, str], plan: LogicalPlan) -> bool:
+    """Can a central DB-op read ``child`` (module docstring)?"""
+    return (not is_r2r(child) or placement[plan.ids[child]] != PARTITIONED
+            or child.instantiated)
+
+
 def check_partitioned(plan: LogicalPlan, placement: dict[str, str]) -> None:
     """Refuse, in one line, a placement that puts an operator on ``duckdb-partitioned`` where
     it cannot run."""
     for op in plan.operators:
         op_id = plan.ids[op]
+        if placement.get(op_id) == DUCKDB:
+            for child in op.inputs:
+                if not reads_partitions(child, placement, plan):
+                    raise TandemError(
+                        f"--placement: {op_id} on duckdb cannot read {plan.ids[child]} on "
+                        f"{PARTITIONED}: the stream's rows it passes on are not tagged with "
+                        "their window yet")
         if placement.get(op_id) != PARTITIONED:
             continue
         if not partitionable(op):

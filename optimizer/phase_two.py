@@ -42,7 +42,7 @@ from optimizer.cost import (
 )
 from optimizer.errors import TandemError
 from optimizer.logical import LogicalPlan, Node, is_r2r
-from optimizer.partitioning import feeds_partitions, partitionable
+from optimizer.partitioning import feeds_partitions, partitionable, reads_partitions
 from optimizer.physical import plan_cost, uniform
 
 # Partial plans hold engine indexes: ties break towards Spark, then central DuckDB, in post-order.
@@ -142,8 +142,9 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
                 closed, inputs = ZERO, external
                 work, arrival = model.db_work(op), model.db_arrival(op)
                 for child, p in zip(children, combo, strict=True):
-                    if engine == PARTITIONED and not _feeds_partitions(child, p):
-                        break
+                    if (not _feeds_partitions(child, p) if engine == PARTITIONED
+                            else ENGINES[p.engines[-1]] == PARTITIONED and not child.instantiated):
+                        break  # optimizer/partitioning.py
                     closed = closed.combine(p.closed)
                     if p.open is not None and p.engines[-1] == index:
                         # the child's DB-op grows into this one
@@ -224,9 +225,13 @@ def _no_worse(q: Partial, p: Partial) -> bool:
 
 
 def valid(plan: LogicalPlan, placement: dict[str, str]) -> bool:
-    """Does every partitioned operator read what it can (``partitioning.feeds_partitions``)?"""
-    return all(feeds_partitions(c, placement, plan) for op in plan.operators
-               if placement[plan.ids[op]] == PARTITIONED for c in op.inputs)
+    """Does every operator on a DuckDB engine read what it can (``optimizer/partitioning.py``)?"""
+    def reads(op: Node, child: Node) -> bool:
+        engine = placement[plan.ids[op]]
+        return (feeds_partitions(child, placement, plan) if engine == PARTITIONED
+                else engine != DUCKDB or reads_partitions(child, placement, plan))
+
+    return all(reads(op, c) for op in plan.operators for c in op.inputs)
 
 
 def _fed_by_db(p: Partial) -> bool:

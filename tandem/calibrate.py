@@ -1,7 +1,7 @@
 """`tandem calibrate`: measure the unit costs of Ji's cost model (Sec. 6.3.2) on this machine and
 write them as a profile (``optimizer/profile.py``'s format).
 
-Five groups of micro-benchmarks, each on the real engines:
+Six groups of micro-benchmarks, each on the real engines:
 
 * **the gateway** (one streaming query per rate): per micro-batch, timed Spark jobs over
   Parquet files landed as users land them, read by Spark's own source (scan; every row moved
@@ -12,8 +12,10 @@ Five groups of micro-benchmarks, each on the real engines:
 * **Spark's stateful operators**: small queries deployed entirely in Spark, their capacity
   measured as ``tandem bench`` does, at two window sizes;
 * **the MIG's pipeline**: how much of the smaller of its two sides (Spark's job, DuckDB's
-  evaluation thread) the larger hides, σ of ``cost.Objective.load``, last, from the capacity of
-  pure-DuckDB plans whose sides weigh alike.
+  evaluation thread) the larger hides, σ of ``cost.Objective.load``, from the capacity of
+  pure-DuckDB plans whose sides weigh alike;
+* **duckdb-partitioned**, last: the exchange into the executors' DuckDBs, from the capacity of
+  Q1's shape placed there, and the parallelism (Spark's default) it divides their work by.
 
 Every unit-cost function is linear in its coefficients (Eq. 6.4 with the model's c), so a
 coefficient's share of a measurement is what the cost model predicts with that coefficient
@@ -283,6 +285,9 @@ def calibrate(out: str | Path = settings.CALIBRATED_PROFILE, *,
                                       rows)
     say("the MIG's pipeline: pure-DuckDB MEDIANs whose job and evaluation weigh alike")
     overlap, fits["meta", "overlap"] = _overlap(model)
+    say("duckdb-partitioned: Q1's shape in the executors' DuckDBs at three rates")
+    model.parallelism = spark.sparkContext.defaultParallelism
+    fits.update(_partitioned(model))
     say(f"writing {out}")
     profile = replace(model.profile(model.values, f"calibrated on {platform.node()} "
                                     f"{time.strftime('%Y-%m-%d %H:%M')}"), overlap=overlap)
@@ -423,6 +428,22 @@ def _measured_load(model: _Model, sql: str, rate: float, size: int, placement: s
                        Path(), o, fragments(o.plan))
     found = capacity(plan, rate, warmup=size, measure=8)
     return rate / found.tuples_per_second, o
+
+
+def _partitioned(model: _Model) -> dict[tuple[str, str], Fitted]:
+    """duckdb-partitioned's exchange (per tuple and per batch), from the capacity of Q1's shape
+    with every operator in the partitions, once DuckDB's own unit costs are fitted. Its result
+    rows reach the driver by ``toArrow``, as the result sink's do: collect is the sink's move."""
+    engine = "duckdb-partitioned"
+    model.values[engine, "collect", "per_tuple"] = model.values["spark", "sink", "per_tuple"]
+    sql = _join_rows(10)
+    rows = []
+    for rate in (20_000, 60_000, 120_000):
+        measured, _ = _measured_load(model, sql, rate, 10, engine)
+        rows.append((measured, lambda v, rate=rate: model.utilization(sql, rate, engine, v)))
+    return {(engine, "exchange"): model.fit((engine, "exchange"), ["per_tuple", "per_call"], rows),
+            (engine, "collect"): Fitted({(engine, "collect", "per_tuple"):
+                                         model.values[engine, "collect", "per_tuple"]}, 0.0, 0)}
 
 
 def _overlap(model: _Model) -> tuple[float, Fitted]:

@@ -3,8 +3,8 @@ the windows holding what they hold at the rate. `tandem calibrate` and `tandem b
 measure this way.
 
 The windows are filled before the measured micro-batches in one of two ways. A plan whose Spark
-part keeps no state (selections and projections, then the MIG) has all its window state in
-DuckDB: the rows the MIG would have appended are loaded there directly, computed by DuckDB from
+part keeps no state (selections and projections, then the MIG) and runs no DB-op on
+duckdb-partitioned has all its window state in the driver's DuckDB: the rows the MIG would have appended are loaded there directly, computed by DuckDB from
 the generator's rows with the Spark part's own expressions, and the stream resumes after them,
 with the window_ends of the last lateness seconds still to evaluate, as in a run that got there:
 every measured micro-batch then evaluates its window_end.
@@ -56,8 +56,12 @@ class Capacity:
 
 
 def preloadable(plan: Explanation) -> bool:
-    """Does the plan's Spark part hold no state, so that its windows live in DuckDB alone?"""
-    return not any(n.instantiated for n in deploy(plan.optimization.plan).crossings)
+    """Does the plan's Spark part hold no state, so that its windows live in the driver's
+    DuckDB alone (not in the partitions of a duckdb-partitioned DB-op, which are Spark's hash
+    partitions)?"""
+    deployment = deploy(plan.optimization.plan)
+    return not (any(n.instantiated for n in deployment.crossings)
+                or any(step.partitioned for step in deployment.steps))
 
 
 def preload(store: ColumnarStore, plan: Explanation, stream: Iterable[pa.Table],

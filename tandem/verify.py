@@ -14,8 +14,10 @@ from pathlib import Path
 import polars as pl
 
 from columnar.store import ColumnarStore
+from optimizer.cost import PARTITIONED
 from optimizer.errors import TandemError
 from optimizer.optimizer import placement_spec
+from optimizer.phase_two import ENGINES, allowed_engines, valid
 from tandem import reference
 from tandem.explain import explain
 from tandem.run import run
@@ -37,18 +39,22 @@ class Outcome:
 
 def placements(query: str, how: str, **explain_args) -> list[dict[str, str]]:
     """Every plan of phase two's space (``all``), or a random sample of N that always holds the
-    pure-Spark, the pure-DuckDB and the optimiser's plan."""
-    chosen = explain(query, **explain_args).optimization.plan
+    pure-Spark, the pure-DuckDB, the all-partitioned (where it can run) and the optimiser's
+    plan."""
+    optimization = explain(query, **explain_args).optimization
+    chosen, plan = optimization.plan, optimization.logical
     ops = list(chosen.placement)
-    space = [dict(zip(ops, engines, strict=True))
-             for engines in itertools.product(("spark", "duckdb"), repeat=len(ops))]
+    allowed = allowed_engines(plan, {}, optimization.model.profile.prices(PARTITIONED))
+    space = [p for p in (dict(zip(ops, engines, strict=True))
+                         for engines in itertools.product(*allowed)) if valid(plan, p)]
     if how == "all":
         return space
     try:
         n = int(how)
     except ValueError:
         raise TandemError(f"--placements {how!r}: give 'all' or a number") from None
-    must = [{op: "spark" for op in ops}, {op: "duckdb" for op in ops}, dict(chosen.placement)]
+    must = [{op: engine for op in ops} for engine in ENGINES]
+    must = [p for p in must if p in space] + [dict(chosen.placement)]
     rest = [p for p in space if p not in must]
     random.Random(len(ops)).shuffle(rest)
     picked = []

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.integration
 
 TOPOLOGY = dict(houses=2, households_per_house=2, plugs=6)
 RATE, DURATION, FILE_SECONDS = 3, 400, 50
-PLACEMENTS = ("spark", "duckdb", "auto")
+PLACEMENTS = ("spark", "duckdb", "duckdb-partitioned", "auto")
 
 
 @pytest.fixture(scope="module")
@@ -97,13 +97,18 @@ def test_every_placement_on_the_cluster_gives_the_reference_rows(cluster, landin
     assert cluster.state()["completedapps"], "no application completed on the cluster"
 
 
+@pytest.mark.parametrize("placement", [
+    # Spark's stateful operators (Q1's aggregate and join) restore their state from the
+    # checkpoint.
+    "select_1=spark,select_2=spark,aggregate_1=spark,join_1=spark,select_3=duckdb,"
+    "aggregate_2=duckdb",
+    # The lost executor's partitions reopen their DuckDB files (under the checkpoint) on the
+    # other worker and replace the rows the lost tasks may have appended.
+    "duckdb-partitioned"])
 def test_a_worker_killed_while_the_query_runs(cluster, landing, truth, catalog, profile,
-                                              tmp_path):
-    """Spark runs the lost executor's tasks again on the other worker; the stateful operators
-    (Q1's aggregate and join in Spark) restore their state from the checkpoint."""
+                                              tmp_path, placement):
+    """Spark runs the lost executor's tasks again on the other worker."""
     store = tmp_path / "tandem.duckdb"
-    placement = ("select_1=spark,select_2=spark,aggregate_1=spark,join_1=spark,"
-                 "select_3=duckdb,aggregate_2=duckdb")
     log = tmp_path / "run.log"
     running = tandem(cluster.url, *run_args("q1", placement, landing, store), log=log)
     commits = default_checkpoint(store, "q1") / "commits"

@@ -197,3 +197,17 @@ def test_a_native_run_killed_at_a_crash_point_resumes_exactly_once(
     assert_resumes_exactly_once(native_args(native_landing, tmp_path / "t.duckdb"),
                                 native_landing, native_uninterrupted, reliability, point,
                                 f"tandem run (native gateway, {native_landing[0].suffix[1:]})")
+
+
+# duckdb-partitioned (rowstream/partitioned.py): the partitions append, evaluate and purge in
+# the batch's job; a replay replaces their rows, a recovered batch is evaluated again in them.
+PARTITIONED_POINTS = ("arrival", "spark-committed", "duckdb-write")
+
+
+@pytest.mark.parametrize("point", PARTITIONED_POINTS)
+def test_a_partitioned_run_killed_at_a_crash_point_resumes_exactly_once(
+        tmp_path, native_landing, native_uninterrupted, reliability, point):
+    args = native_args(native_landing, tmp_path / "t.duckdb")
+    args[args.index("duckdb")] = "duckdb-partitioned"
+    assert_resumes_exactly_once(args, native_landing, native_uninterrupted, reliability, point,
+                                f"tandem run (duckdb-partitioned, {native_landing[0].suffix[1:]})")

@@ -65,10 +65,15 @@ def test_placements_give_the_reference_rows(tmp_path, truth, catalog, profile, n
     assert summary.window_ends == (last - first) // int(root.slide * 1e6) + 1
 
 
-def test_a_run_restarted_from_its_checkpoint_neither_loses_nor_duplicates(tmp_path, truth,
-                                                                          catalog, profile):
+@pytest.mark.parametrize("placement", [
     # Q1 with its stateful operators in Spark (state in the checkpoint) and its root in DuckDB.
-    placement = "select_1=spark,select_2=spark,aggregate_1=spark,join_1=spark,select_3=duckdb,aggregate_2=duckdb"
+    "select_1=spark,select_2=spark,aggregate_1=spark,join_1=spark,select_3=duckdb,aggregate_2=duckdb",
+    # Its window state in the partitions' DuckDB files under the checkpoint, the root central.
+    "select_1=spark,select_2=duckdb-partitioned,aggregate_1=duckdb-partitioned,join_1=duckdb,"
+    "select_3=duckdb,aggregate_2=duckdb"])
+def test_a_run_restarted_from_its_checkpoint_neither_loses_nor_duplicates(tmp_path, truth,
+                                                                          catalog, profile,
+                                                                          placement):
     first = run_small("q1", tmp_path, placement=placement, stop_after=3)
     assert 0 < first.batches < DURATION / BATCH
     run_small("q1", tmp_path, placement=placement, resume=True)

@@ -1,0 +1,220 @@
+"""Scaling: Q1, Q3 and Q5 on a Spark standalone cluster of 1 and of 2 workers on this machine
+(``rowstream/cluster.py``), under pure-Spark, pure-DuckDB, duckdb-partitioned and the
+optimiser's plan; then a projection to N machines from the calibrated cost model.
+
+    .venv/bin/python bench/scaling.py [--workers 1,2] [--queries q1,q3,q5]
+        [--placements spark,duckdb,duckdb-partitioned,auto] [--from q1=100000 ...]
+        [--profile P] [--resume]
+    .venv/bin/python bench/scaling.py --project [--profile P]     # the projection alone
+
+Each worker has one core and its own executor; the driver runs in this process's child, as a
+user's would. Every plan's maximum sustainable rate is searched to within 10 %
+(``tandem.bench.next_rate``), one step of each placement in turn, so that the ratios at one
+worker count are measured in one run; capacity is measured as ``tandem bench`` measures it
+(``tandem.measure.capacity``, Parquet files read by Spark's own source). Writes
+bench/results/scaling.json and .md after every step; ``--resume`` goes on from them.
+
+The projection (``project``) takes the profile's unit costs as this machine's and assumes N
+machines of the same kind, each running one executor with as many cores as this one: the
+work Spark spreads over its executors (the gateway, Spark's operators, duckdb-partitioned's
+exchange and its partitions' DuckDB work, whose parallelism becomes N times the profile's)
+divides by N; what the driver does alone (its fixed cost per micro-batch, the moves into and
+out of a central DuckDB, the central DB-ops and the results' commit) does not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+
+from optimizer.cost import PARTITIONED  # noqa: E402
+from optimizer.errors import TandemError  # noqa: E402
+from optimizer.profile import Profile, load_profile  # noqa: E402
+from tandem.bench import _warmup, next_rate  # noqa: E402
+from tandem.explain import explain  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+PLACEMENTS = ("spark", "duckdb", PARTITIONED, "auto")
+MEASURE = 10.0  # event seconds measured per capacity
+MACHINES = (1, 2, 4, 8, 16)
+# Unit-cost functions whose work Spark's executors do (the projection's assumption).
+SPREAD = {"spark": ("source", "source_csv", "select", "project", "aggregate", "holistic",
+                    "join"),
+          PARTITIONED: ("exchange",)}
+
+
+def measure(query: str, placement: str, rate: float, profile: str | None) -> dict:
+    """One capacity on the cluster this process's Spark session is bound to."""
+    from tandem.measure import capacity
+
+    plan = explain(query, rate=rate, profile=profile, placement=placement)
+    found = capacity(plan, rate, warmup=_warmup(plan), measure=MEASURE)
+    return {"capacity": found.tuples_per_second, "bound": found.bound,
+            "placement": plan.optimization.plan.placement}
+
+
+def search(workers: int, queries: list[str], placements: list[str], start: dict[str, float],
+           profile: str | None, results: dict) -> None:
+    """Every (query, placement)'s maximum on a cluster of ``workers`` workers, one step of each
+    in turn; each step in a process of its own bound to the cluster's master."""
+    from rowstream.cluster import local_cluster
+
+    tried = results.setdefault(str(workers), {})
+    with local_cluster(Path(f"/tmp/tandem-scaling-{workers}"), workers=workers, cores=1,
+                       memory="3g") as cluster:
+        while True:
+            steps = []
+            for query in queries:
+                for placement in placements:
+                    runs = tried.setdefault(query, {}).setdefault(placement, [])
+                    history = [(r["rate"], r["capacity"], r["capacity"] >= r["rate"])
+                               for r in runs if "capacity" in r]
+                    if any("error" in r for r in runs):
+                        continue
+                    rate = next_rate(history) if history else start.get(query, 50_000.0)
+                    if rate is not None:
+                        steps.append((query, placement, rate))
+            if not steps:
+                return
+            for query, placement, rate in steps:
+                print(f"{workers} worker(s): {query} {placement} at {rate:,.0f} tuples/s",
+                      flush=True)
+                tried[query][placement].append(_child(cluster.url, query, placement, rate,
+                                                      profile))
+                write(results)
+
+
+def _child(master: str, query: str, placement: str, rate: float, profile: str | None) -> dict:
+    command = [sys.executable, __file__, "--child", query, placement, str(rate),
+               "--master", master] + (["--profile", profile] if profile else [])
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode or not lines:
+        return {"rate": rate, "error": (done.stderr.strip().splitlines() or ["?"])[-1]}
+    return {"rate": rate, **json.loads(lines[-1])}
+
+
+def spread_over(profile: Profile, machines: int) -> Profile:
+    """The profile of ``machines`` machines like this one (module docstring)."""
+    functions = {engine: {function: {name: value / machines
+                                     if function in SPREAD.get(engine, ()) and name == "per_tuple"
+                                     else value for name, value in coefficients.items()}
+                          for function, coefficients in by_function.items()}
+                 for engine, by_function in profile.functions.items()}
+    return replace(profile, functions=functions, parallelism=profile.parallelism * machines)
+
+
+def projected_max(query: str, placement: str, profile: Profile) -> float:
+    """The largest rate whose plan's load (``Objective.load``) is at most 1, to 1 %."""
+    from optimizer import load_catalog, optimize
+    from tandem import settings
+
+    path = settings.query_path(query)
+    catalog = load_catalog(settings.catalog_path(path))
+
+    def load(rate: float) -> float:
+        o = optimize(path.read_text(), catalog, profile, rate, placement=placement)
+        return o.objective.load(o.plan.cost)
+
+    lo, hi = 1_000.0, 1_000.0
+    while load(hi) <= 1:
+        lo, hi = hi, hi * 2
+        if hi > 1e9:
+            return hi
+    while hi / lo > 1.01:
+        mid = (lo * hi) ** 0.5
+        lo, hi = (mid, hi) if load(mid) <= 1 else (lo, mid)
+    return lo
+
+
+def project(queries: list[str], placements: list[str], profile: Profile) -> dict:
+    table = {}
+    for query in queries:
+        for placement in placements:
+            try:
+                table.setdefault(query, {})[placement] = {
+                    str(n): projected_max(query, placement, spread_over(profile, n))
+                    for n in MACHINES}
+            except TandemError:  # the placement cannot run the query
+                continue
+    return table
+
+
+def write(results: dict) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "scaling.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
+    lines = ["# Scaling: a Spark standalone cluster of 1 and 2 workers on this machine", "",
+             f"Written {results.get('written', '')} by `bench/scaling.py`; profile "
+             f"`{results.get('profile')}`. Maximum sustainable rate, tuples/s (largest kept up "
+             "with; smallest fallen behind at in brackets).", ""]
+    for workers, by_query in sorted((k, v) for k, v in results.items() if k.isdigit()):
+        lines += [f"## {workers} worker(s)", "", "| query | " + " | ".join(PLACEMENTS) + " |",
+                  "|---|" + "---:|" * len(PLACEMENTS)]
+        for query, by_placement in by_query.items():
+            cells = []
+            for placement in PLACEMENTS:
+                runs = by_placement.get(placement, [])
+                kept = [r["rate"] for r in runs if r.get("capacity", 0) >= r["rate"]]
+                behind = [r["rate"] for r in runs if "capacity" in r and r["capacity"] < r["rate"]]
+                errors = [r["error"] for r in runs if "error" in r]
+                cell = f"{max(kept, default=0):,.0f}"
+                if behind:
+                    cell += f" ({min(behind):,.0f})"
+                cells.append(errors[0][:60] if errors else cell if runs else "")
+            lines.append(f"| {query.upper()} | " + " | ".join(cells) + " |")
+        lines.append("")
+    if "projection" in results:
+        lines += ["## Projection to N machines (the cost model; module docstring)", "",
+                  "| query | placement | " + " | ".join(f"N={n}" for n in MACHINES) + " |",
+                  "|---|---|" + "---:|" * len(MACHINES)]
+        for query, by_placement in results["projection"].items():
+            for placement, by_n in by_placement.items():
+                lines.append(f"| {query.upper()} | {placement} | "
+                             + " | ".join(f"{by_n[str(n)]:,.0f}" for n in MACHINES) + " |")
+    (RESULTS / "scaling.md").write_text("\n".join(lines) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", default="1,2")
+    parser.add_argument("--queries", default="q1,q3,q5")
+    parser.add_argument("--placements", default=",".join(PLACEMENTS))
+    parser.add_argument("--from", dest="start", action="append", default=[],
+                        help="query=rate: where a search starts (default 50,000)")
+    parser.add_argument("--profile")
+    parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--project", action="store_true", help="the projection alone")
+    parser.add_argument("--child", nargs=3, metavar=("QUERY", "PLACEMENT", "RATE"),
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--master", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        import os
+        os.environ["TANDEM_SPARK_MASTER"] = args.master
+        query, placement, rate = args.child
+        print(json.dumps(measure(query, placement, float(rate), args.profile), default=str))
+        return
+    queries, placements = args.queries.split(","), args.placements.split(",")
+    path = RESULTS / "scaling.json"
+    results = json.loads(path.read_text()) if args.resume and path.exists() else {}
+    profile = load_profile(args.profile)
+    results.update(written=dt.date.today().isoformat(), profile=profile.source)
+    if not args.project:
+        start = {q: float(r) for q, r in (s.split("=") for s in args.start)}
+        for workers in map(int, args.workers.split(",")):
+            search(workers, queries, placements, start, args.profile, results)
+    results["projection"] = project(queries, placements, profile)
+    write(results)
+
+
+if __name__ == "__main__":
+    main()
