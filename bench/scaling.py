@@ -19,7 +19,9 @@ machines of the same kind, each running one executor with as many cores as this 
 work Spark spreads over its executors (the gateway, Spark's operators, duckdb-partitioned's
 exchange and its partitions' DuckDB work, whose parallelism becomes N times the profile's)
 divides by N; what the driver does alone (its fixed cost per micro-batch, the moves into and
-out of a central DuckDB, the central DB-ops and the results' commit) does not.
+out of a central DuckDB, the central DB-ops and the results' commit) does not. The gateway's
+calibrated cost per tuple includes the judgement of the rows, which a plan without a partitioned
+DB-op does on the driver: dividing it by N flatters those plans.
 """
 
 from __future__ import annotations
@@ -106,7 +108,7 @@ def _child(master: str, query: str, placement: str, rate: float, profile: str | 
 def spread_over(profile: Profile, machines: int) -> Profile:
     """The profile of ``machines`` machines like this one (module docstring)."""
     functions = {engine: {function: {name: value / machines
-                                     if function in SPREAD.get(engine, ()) and name == "per_tuple"
+                                     if function in SPREAD.get(engine, ()) and name != "per_call"
                                      else value for name, value in coefficients.items()}
                           for function, coefficients in by_function.items()}
                  for engine, by_function in profile.functions.items()}
@@ -125,11 +127,11 @@ def projected_max(query: str, placement: str, profile: Profile) -> float:
         o = optimize(path.read_text(), catalog, profile, rate, placement=placement)
         return o.objective.load(o.plan.cost)
 
-    lo, hi = 1_000.0, 1_000.0
-    while load(hi) <= 1:
+    lo = hi = 1_000.0
+    while load(hi) <= 1 and hi < 1e9:
         lo, hi = hi, hi * 2
-        if hi > 1e9:
-            return hi
+    while load(lo) > 1 and lo > 1:
+        lo, hi = lo / 2, lo
     while hi / lo > 1.01:
         mid = (lo * hi) ** 0.5
         lo, hi = (mid, hi) if load(mid) <= 1 else (lo, mid)

@@ -90,13 +90,16 @@ class Transfers:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def count(self, rows: pa.Table, to_spark: bool = False) -> None:
+        self.add(rows.num_rows, rows.nbytes, to_spark)
+
+    def add(self, tuples: int, size: int, to_spark: bool = False) -> None:
         with self._lock:  # the arrivals' thread and the evaluations' thread both move rows
             if to_spark:
-                self.to_spark_tuples += rows.num_rows
-                self.to_spark_bytes += rows.nbytes
+                self.to_spark_tuples += tuples
+                self.to_spark_bytes += size
             else:
-                self.to_duckdb_tuples += rows.num_rows
-                self.to_duckdb_bytes += rows.nbytes
+                self.to_duckdb_tuples += tuples
+                self.to_duckdb_bytes += size
 
 
 @dataclass
@@ -130,6 +133,19 @@ class Arrival:
     # DB-op's rows for them (evaluated in the executors during the batch's job).
     ends: list[datetime] | None = None
     partitioned: dict[str, pa.Table] | None = None
+
+
+@dataclass(frozen=True)
+class Gathered:
+    """What the driver holds of a micro-batch once its rows have crossed (or, on
+    duckdb-partitioned, stayed in the executors)."""
+
+    everything: pa.Table  # the relations the driver reads, as struct columns
+    tuples: int  # stream tuples
+    latest: datetime | None  # the latest event time (heartbeats' too)
+    first: datetime | None  # the earliest tuple's
+    quarantined: pa.Table
+    high_water: datetime | None = None  # with the native gateway, after the batch
 
 
 @dataclass
@@ -283,46 +299,24 @@ class Mig:
         if self.partitioned:
             spread = self._judged(batch, batch_id, before) if self.native else batch
             spread.persist()  # read by the driver's jobs, then exchanged to the partitions
-            everything, tuples, latest, first = self._gather(spread)
-            quarantined = relation_rows(everything, QUARANTINE).drop_columns(
-                [c for c in (HEARTBEAT,) if c in everything.column(QUARANTINE).type.names])
-            if self.native:
-                read = set(everything.column(FILE_READ).drop_null().to_pylist())
-                unread = unread_files(self._files(batch_id), read)
-                quarantined = pa.concat_tables([quarantined, *(
-                    naive(f.select(QUARANTINED.names).to_arrow().cast(QUARANTINED))
-                    for f in unread)])
-                frontiers[HIGH_WATER] = max((t for t in (before.frontiers.get(HIGH_WATER),
-                                                         latest) if t is not None), default=None)
+            got = self._gather(spread, batch_id, before)
         else:
-            spread = None
-            # One Spark job moves the whole micro-batch; Arrow splits it by relation.
-            everything = batch.toArrow()
-            if self.native:
-                everything, verdict = self._judge(everything, batch_id, before)
-                frontiers[HIGH_WATER] = verdict.high_water
-                quarantined = naive(verdict.quarantined.select(QUARANTINED.names).to_arrow()
-                                    .cast(QUARANTINED))
-            else:
-                quarantined = relation_rows(everything, QUARANTINE).drop_columns([HEARTBEAT])
-            events = relation_rows(everything, STREAM)
-            data_ts = events.filter(pc.invert(events.column(HEARTBEAT))).column("ts")
-            tuples = len(data_ts)
-            latest = pc.max(events.column("ts")).as_py() if events.num_rows else None
-            first = pc.min(data_ts).as_py() if tuples else None
-        if latest is not None:  # the stream is complete up to its watermark
-            mark = watermark((latest - EPOCH) // timedelta(microseconds=1), self.lateness)
+            spread, got = None, self._collect(batch, batch_id, before)
+        if self.native:
+            frontiers[HIGH_WATER] = got.high_water
+        if got.latest is not None:  # the stream is complete up to its watermark
+            mark = watermark((got.latest - EPOCH) // timedelta(microseconds=1), self.lateness)
             frontiers[STREAM] = max(EPOCH + timedelta(microseconds=mark),
                                     frontiers.get(STREAM, EPOCH))
         # Rows within the lateness may precede the first batch's; none precedes an evaluated
         # window_end, so the first window_end moves only while none has been evaluated.
-        first_ts = min((t for t in (before.first_ts, first) if t is not None), default=None)
-        late = pc.sum(pc.equal(quarantined.column("rule"), LATE)).as_py() or 0
-        self.store.append(self.query, QUARANTINE, quarantined, batch_id)
+        first_ts = min((t for t in (before.first_ts, got.first) if t is not None), default=None)
+        late = pc.sum(pc.equal(got.quarantined.column("rule"), LATE)).as_py() or 0
+        self.store.append(self.query, QUARANTINE, got.quarantined, batch_id)
 
         results = None
         for rid, node in self.central.items():
-            rows = relation_rows(everything, rid)
+            rows = relation_rows(got.everything, rid)
             if node.instantiated:
                 marks = rows.filter(rows.column(HEARTBEAT))
                 rows = rows.filter(pc.invert(rows.column(HEARTBEAT))).drop_columns([HEARTBEAT])
@@ -342,28 +336,58 @@ class Mig:
             last = self._planned.get(batch_id - 1, before.last_end)
             ends = self._complete_ends(last, first_ts, frontiers)
             self._planned[batch_id] = ends[-1] if ends else last
-            partitioned = {op_id: op.results(self.spark, spread, batch_id, ends)
-                           for op_id, op in self.partitioned.items()}
+            partitioned = {}
+            for op_id, op in self.partitioned.items():
+                partitioned[op_id], tuples, size = op.results(self.spark, spread, batch_id, ends)
+                self.transfers.add(tuples, size)  # into the partitions' DuckDBs
             spread.unpersist()
         crash_point("arrival", batch_id)
         self.store.arrived(self.query, batch_id, first_ts, frontiers)
         rules = {c["values"]: c["counts"]
-                 for c in pc.value_counts(quarantined.column("rule")).to_pylist()}
-        return Arrival(batch_id, started, tuples, latest, quarantined.num_rows, late, first_ts,
-                       frontiers, results, rules, ends, partitioned)
+                 for c in pc.value_counts(got.quarantined.column("rule")).to_pylist()}
+        return Arrival(batch_id, started, got.tuples, got.latest, got.quarantined.num_rows, late,
+                       first_ts, frontiers, results, rules, ends, partitioned)
 
-    def _gather(self, rows: DataFrame) -> tuple[pa.Table, int, datetime | None, datetime | None]:
-        """What the driver needs of a batch whose rows stay in the executors: the quarantined
-        rows, the files read and the rows of the crossings a central DB-op or Spark reads, as
-        Arrow; the stream's tuples, its latest event time and its first tuple's."""
+    def _collect(self, batch: DataFrame, batch_id: int, before) -> Gathered:
+        """The whole micro-batch on the driver, in one Spark job; Arrow splits it by relation."""
+        everything = batch.toArrow()
+        high_water = None
+        if self.native:
+            everything, verdict = self._judge(everything, batch_id, before)
+            high_water = verdict.high_water
+            quarantined = naive(verdict.quarantined.select(QUARANTINED.names).to_arrow()
+                                .cast(QUARANTINED))
+        else:
+            quarantined = relation_rows(everything, QUARANTINE).drop_columns([HEARTBEAT])
+        events = relation_rows(everything, STREAM)
+        data_ts = events.filter(pc.invert(events.column(HEARTBEAT))).column("ts")
+        return Gathered(everything, len(data_ts),
+                        pc.max(events.column("ts")).as_py() if events.num_rows else None,
+                        pc.min(data_ts).as_py() if len(data_ts) else None, quarantined,
+                        high_water)
+
+    def _gather(self, rows: DataFrame, batch_id: int, before) -> Gathered:
+        """What the driver needs of a batch whose rows stay in the executors, in two small
+        jobs: the quarantined rows, the files read and the rows of the crossings a central
+        DB-op or Spark reads; the stream's tuples and its first and latest event times."""
         wanted = [c for c in (QUARANTINE, FILE_READ, *self.central) if c in rows.columns]
         everything = rows.where(any_of(wanted)).select(*wanted).toArrow()
         ts, data = F.col(f"{STREAM}.ts"), ~F.col(f"{STREAM}.{HEARTBEAT}")
-        stats = rows.where(F.col(STREAM).isNotNull()).agg(
+        stats = naive(rows.where(F.col(STREAM).isNotNull()).agg(
             F.count(F.when(data, 1)).alias("tuples"), F.max(ts).alias("latest"),
-            F.min(F.when(data, ts)).alias("first")).toArrow()
-        stats = naive(stats).to_pylist()[0]
-        return everything, stats["tuples"], stats["latest"], stats["first"]
+            F.min(F.when(data, ts)).alias("first")).toArrow()).to_pylist()[0]
+        quarantined = relation_rows(everything, QUARANTINE)
+        if not self.native:
+            return Gathered(everything, stats["tuples"], stats["latest"], stats["first"],
+                            quarantined.drop_columns([HEARTBEAT]))
+        # A file Spark gave no row of is quarantined whole, as _judge does.
+        read = set(everything.column(FILE_READ).drop_null().to_pylist())
+        unread = [naive(f.select(QUARANTINED.names).to_arrow().cast(QUARANTINED))
+                  for f in unread_files(self._files(batch_id), read)]
+        high_water = max((t for t in (before.frontiers.get(HIGH_WATER), stats["latest"])
+                          if t is not None), default=None)
+        return Gathered(everything, stats["tuples"], stats["latest"], stats["first"],
+                        pa.concat_tables([quarantined, *unread]), high_water)
 
     def _files(self, batch_id: int) -> list[Path]:
         """The native gateway's files of a batch, all of one format."""
@@ -404,7 +428,7 @@ class Mig:
             if ends and not self.direct:
                 partitioned = arrival.partitioned
                 if partitioned is None:  # recovered: the partitions hold the batch's rows
-                    partitioned = {op_id: op.results(self.spark, None, batch_id, ends)
+                    partitioned = {op_id: op.results(self.spark, None, batch_id, ends)[0]
                                    for op_id, op in self.partitioned.items()}
                 results = self._evaluate(ends, batch_id, partitioned)
             crash_point("evaluation", batch_id)

@@ -39,6 +39,7 @@ from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_type
@@ -52,6 +53,9 @@ from rowstream.sources import QUARANTINED
 
 PART = "_part"  # the hash partition a row goes to
 FILE_READ = "_file_read"  # a row that names a file the executors read (native gateway)
+# Each partition's answer: its result rows as an Arrow IPC stream (null when no window_end is
+# evaluated), and the tuples and bytes it appended.
+OUTPUT = f"{PART} int, rows binary, tuples long, bytes long"
 LOCK_WAIT = 60.0  # seconds a task waits for its partition's DuckDB file (a lost task's retry)
 # Every task reads whole files, one at a time (module docstring, step 1): no file is larger.
 WHOLE_FILES = {"spark.sql.files.maxPartitionBytes": str(1 << 40),
@@ -72,9 +76,10 @@ class PartitionedOp:
     partitions: int
 
     def results(self, spark: SparkSession, rows: DataFrame | None, batch_id: int,
-                ends: list[datetime]) -> pa.Table:
+                ends: list[datetime]) -> tuple[pa.Table, int, int]:
         """Append the batch's ``rows`` in every partition (None: recovering a batch whose rows
-        are there already), evaluate ``ends`` and purge; the result rows of all partitions."""
+        are there already), evaluate ``ends`` and purge: the result rows of all partitions, and
+        the tuples and bytes appended to their DuckDBs."""
         markers = spark.range(self.partitions).select(F.col("id").cast("int").alias(PART))
         if rows is not None:
             rids = list(self.crossings)
@@ -84,9 +89,11 @@ class PartitionedOp:
                             *rids))
             markers = rows.unionByName(markers, allowMissingColumns=True)
         run = _partition_runner(self, batch_id, ends, append=rows is not None)
-        out = markers.groupBy(PART).applyInArrow(run, f"{PART} int, rows binary").toArrow()
-        tables = [pa.ipc.open_stream(b).read_all() for b in out.column("rows").to_pylist()]
-        return pa.concat_tables(tables) if tables else _empty(self.fragment.columns)
+        out = markers.groupBy(PART).applyInArrow(run, OUTPUT).toArrow()
+        tables = [pa.ipc.open_stream(b).read_all() for b in out.column("rows").to_pylist()
+                  if b is not None]
+        return (pa.concat_tables(tables) if tables else _empty(self.fragment.columns),
+                pc.sum(out.column("tuples")).as_py() or 0, pc.sum(out.column("bytes")).as_py() or 0)
 
 
 def partitioned_op(query: str, fragment: Fragment, crossings: dict[str, FragmentInput],
@@ -116,25 +123,29 @@ def _partition_runner(op: PartitionedOp, batch_id: int, ends: list[datetime], ap
     tables = (*op.fragment.inputs, *(p.table for p in op.panes))  # what the store keeps
 
     def run(key: tuple, rows: pa.Table) -> pa.Table:
-        part = key[0].as_py()
+        part, tuples, size, encoded = key[0].as_py(), 0, 0, None
         store = _open(Path(op.directory) / f"{part}.duckdb")
         try:
             store.create(op.query)
             if append:
                 for rid, table in op.crossings.items():
-                    store.append_input(op.query, table, relation_rows(rows, rid), batch_id,
-                                       op.panes, keep=table.table in op.kept)
-            if not ends:
-                return pa.table({PART: pa.array([], pa.int32()), "rows": pa.array([], pa.binary())})
-            result = store.evaluate(op.query, op.fragment.sql, ends)
-            store.purge(op.query, tables, ends[0])  # one batch behind, as the MIG's
+                    appended = relation_rows(rows, rid)
+                    tuples, size = tuples + appended.num_rows, size + appended.nbytes
+                    store.append_input(op.query, table, appended, batch_id, op.panes,
+                                       keep=table.table in op.kept)
+            if ends:
+                result = store.evaluate(op.query, op.fragment.sql, ends)
+                store.purge(op.query, tables, ends[0])  # one batch behind, as the MIG's
+                sink = pa.BufferOutputStream()
+                with pa.ipc.new_stream(sink, result.schema) as writer:
+                    writer.write_table(result)
+                encoded = sink.getvalue().to_pybytes()
         finally:
             store.close()
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, result.schema) as writer:
-            writer.write_table(result)
         return pa.table({PART: pa.array([part], pa.int32()),
-                         "rows": pa.array([sink.getvalue().to_pybytes()], pa.binary())})
+                         "rows": pa.array([encoded], pa.binary()),
+                         "tuples": pa.array([tuples], pa.int64()),
+                         "bytes": pa.array([size], pa.int64())})
 
     return run
 
