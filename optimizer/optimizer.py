@@ -17,7 +17,7 @@ from optimizer.cost import PARTITIONED, CostModel, Objective
 from optimizer.errors import TandemError
 from optimizer.frontend import parse_query
 from optimizer.logical import LogicalPlan, r2r_operators, windows
-from optimizer.partitioning import check_partitioned
+from optimizer.partitioning import partitionable
 from optimizer.phase_one import phase_one
 from optimizer.phase_two import ENGINES, allowed_engines, exhaustive, pruned_search
 from optimizer.physical import PhysicalPlan, evaluate
@@ -64,7 +64,7 @@ def parse_placement(spec: str, plan: LogicalPlan) -> dict[str, str]:
     if spec in ("", "auto"):
         return {}
     if spec in ENGINES:
-        return {plan.ids[op]: spec for op in plan.operators}
+        return parse_placement(",".join(f"{plan.ids[op]}={spec}" for op in plan.operators), plan)
     pins = {}
     for part in spec.split(","):
         op, _, engine = part.partition("=")
@@ -75,6 +75,9 @@ def parse_placement(spec: str, plan: LogicalPlan) -> dict[str, str]:
         if engine not in ENGINES:
             raise TandemError(f"--placement: {op} must be one of {', '.join(ENGINES)}, "
                               f"not {engine!r}")
+        if engine == PARTITIONED and not partitionable(plan.by_id[op]):
+            raise TandemError(f"--placement: {op} cannot run on {PARTITIONED}: no stream column "
+                              "is a key of every aggregate and join at or below it")
         pins[op] = engine
     return pins
 
@@ -109,7 +112,6 @@ def optimize(sql: str, catalog: Catalog, profile: Profile, rate: float | None = 
     start = time.perf_counter()
     limit = decompose_above if decompose_above and len(plan) > decompose_above else None
     result = pruned_search(plan, model, objective, pins, decompose_above=limit)
-    check_partitioned(plan, result.placement)  # pins the search could not honour
     phase_two_ms = (time.perf_counter() - start) * 1000
 
     ex_examined = ex_placement = ex_ms = None

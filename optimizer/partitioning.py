@@ -15,7 +15,6 @@ their pane partials, as they arrive, and the partitions hand over rows per windo
 from __future__ import annotations
 
 from optimizer.cost import DUCKDB, PARTITIONED, SPARK
-from optimizer.errors import TandemError
 from optimizer.keys import partition_keys
 from optimizer.logical import LogicalPlan, Node, is_r2r, post_order
 
@@ -42,27 +41,21 @@ def reads_partitions(child: Node, placement: dict[str, str], plan: LogicalPlan) 
             or child.instantiated)
 
 
-def check_partitioned(plan: LogicalPlan, placement: dict[str, str]) -> None:
-    """Refuse, in one line, a placement that puts an operator on ``duckdb-partitioned`` where
-    it cannot run."""
+def problem(plan: LogicalPlan, placement: dict[str, str]) -> str | None:
+    """Why a placement cannot run duckdb-partitioned where it puts it, in one line, or None."""
     for op in plan.operators:
-        op_id = plan.ids[op]
-        if placement.get(op_id) == DUCKDB:
-            for child in op.inputs:
-                if not reads_partitions(child, placement, plan):
-                    raise TandemError(
-                        f"--placement: {op_id} on duckdb cannot read {plan.ids[child]} on "
+        op_id, engine = plan.ids[op], placement.get(plan.ids[op])
+        for child in op.inputs:
+            if engine == DUCKDB and not reads_partitions(child, placement, plan):
+                return (f"--placement: {op_id} on duckdb cannot read {plan.ids[child]} on "
                         f"{PARTITIONED}: the stream's rows it passes on are not tagged with "
                         "their window yet")
-        if placement.get(op_id) != PARTITIONED:
-            continue
-        if not partitionable(op):
-            raise TandemError(f"--placement: {op_id} cannot run on {PARTITIONED}: no stream "
-                              "column is a key of every aggregate and join at or below it")
-        for child in op.inputs:
-            if not feeds_partitions(child, placement, plan):
-                raise TandemError(
-                    f"--placement: {op_id} cannot run on {PARTITIONED}: its input "
-                    f"{plan.ids[child]} is not the stream's rows as Spark hands them over "
-                    "(place it and what is below it on spark, stateless, or on "
-                    f"{PARTITIONED} too)")
+            if engine == PARTITIONED and not feeds_partitions(child, placement, plan):
+                return (f"--placement: {op_id} cannot run on {PARTITIONED}: its input "
+                        f"{plan.ids[child]} is not the stream's rows as Spark hands them over "
+                        f"(place it and what is below it on spark, stateless, or on "
+                        f"{PARTITIONED} too)")
+        if engine == PARTITIONED and not partitionable(op):
+            return (f"--placement: {op_id} cannot run on {PARTITIONED}: no stream column is a "
+                    "key of every aggregate and join at or below it")
+    return None

@@ -42,7 +42,7 @@ from optimizer.cost import (
 )
 from optimizer.errors import TandemError
 from optimizer.logical import LogicalPlan, Node, is_r2r
-from optimizer.partitioning import feeds_partitions, partitionable, reads_partitions
+from optimizer.partitioning import partitionable, problem
 from optimizer.physical import plan_cost, uniform
 
 # Partial plans hold engine indexes: ties break towards Spark, then central DuckDB, in post-order.
@@ -170,8 +170,9 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
     # unless pins forbid every plan.
     finals = plans[plan.root]
     if not finals:
-        raise TandemError(f"--placement: no plan runs {PARTITIONED} where it is pinned: its "
-                          "inputs must be the stream's rows as Spark's streaming part hands them over")
+        raise TandemError(f"--placement: no plan honours these pins: {PARTITIONED} reads only "
+                          "the stream's rows as Spark hands them over, and duckdb reads its rows "
+                          "only once they are tagged with their window (docs/optimizer.md)")
     examined += len(finals)
 
     def complete(p: Partial) -> PlanCost:
@@ -226,12 +227,7 @@ def _no_worse(q: Partial, p: Partial) -> bool:
 
 def valid(plan: LogicalPlan, placement: dict[str, str]) -> bool:
     """Does every operator on a DuckDB engine read what it can (``optimizer/partitioning.py``)?"""
-    def reads(op: Node, child: Node) -> bool:
-        engine = placement[plan.ids[op]]
-        return (feeds_partitions(child, placement, plan) if engine == PARTITIONED
-                else engine != DUCKDB or reads_partitions(child, placement, plan))
-
-    return all(reads(op, c) for op in plan.operators for c in op.inputs)
+    return problem(plan, placement) is None
 
 
 def _fed_by_db(p: Partial) -> bool:

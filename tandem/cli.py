@@ -83,7 +83,7 @@ def explain_command(
     profile: Profile = None,
     memory_budget: Annotated[str | None, typer.Option(help="State memory budget, e.g. 2GB; plans above it are infeasible.")] = None,
     placement: Placement = "auto",
-    exhaustive: Annotated[bool, typer.Option(help="Also enumerate all 2^n placements and compare.")] = False,
+    exhaustive: Annotated[bool, typer.Option(help="Also enumerate every placement and compare.")] = False,
     feasibility: Annotated[bool, typer.Option(help="--no-feasibility ranks plans by C_u alone (ablation, Sec. 6.4.3).")] = True,
     decompose: Annotated[bool, typer.Option(help="Split plans of more than 15 R2R operators (Sec. 6.4.1).")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
@@ -228,7 +228,7 @@ def run_command(
 @app.command("verify")
 def verify_command(
     query: Query,
-    placements: Annotated[str, typer.Option(help="'all' of phase two's space, or a sample of N.")] = "all",
+    placements: Annotated[str, typer.Option(help="'all' of phase two's space, or a sample of N (always with the uniform plans and the optimiser's).")] = "all",
     rate: Annotated[float, typer.Option(help="Rate of the small test stream, tuples/s.")] = 3.0,
     duration: Annotated[float, typer.Option(help="Event time, seconds (fills 5-minute windows).")] = 400.0,
     parallel: Annotated[int, typer.Option(help="Placements to run at once.")] = 1,

@@ -11,7 +11,9 @@ from hypothesis import HealthCheck, given, settings
 
 from optimizer import optimize
 from optimizer.cost import PARTITIONED, CostModel, Objective
+from optimizer.errors import TandemError
 from optimizer.logical import LogicalPlan
+from optimizer.optimizer import placement_spec
 from optimizer.phase_one import phase_one
 from optimizer.phase_two import exhaustive, pruned_search
 from optimizer.physical import evaluate
@@ -166,3 +168,23 @@ def test_phase_one_picks_the_cheapest_left_deep_join_order(catalog, profile):
     for root in written.values():
         # Whatever order the SQL is written in, phase one returns the cheapest one.
         assert close(rank(phase_one(root, model, objective)), best)
+
+
+def test_duckdb_partitioned_is_refused_in_one_line_where_it_cannot_run(catalog, profile):
+    # The busiest house per window: the top aggregate groups by no stream column.
+    busiest = ("WITH h AS (SELECT house_id, window_end, AVG(value) AS a FROM HOP(plugs, ts, "
+               "INTERVAL '1' SECOND, INTERVAL '1' MINUTE) GROUP BY house_id) "
+               "SELECT window_end, MAX(a) AS m FROM h GROUP BY window_end")
+    with pytest.raises(TandemError, match="cannot run on duckdb-partitioned: no stream column"):
+        optimize(busiest, catalog, profile, placement="duckdb-partitioned")
+    # Q1's join reads Spark's aggregate: rows of a stateful operator, on the driver's side.
+    with pytest.raises(TandemError, match="no plan honours these pins"):
+        optimize(query_sql("q1"), catalog, profile,
+                 placement="aggregate_1=spark,join_1=duckdb-partitioned")
+    # A central DB-op cannot read a windowed stream's rows from the partitions.
+    with pytest.raises(TandemError, match="no plan honours these pins"):
+        optimize(query_sql("q1"), catalog, profile,
+                 placement="select_2=duckdb-partitioned,aggregate_1=duckdb")
+    pinned = {"select_2": "duckdb-partitioned", "aggregate_1": "duckdb-partitioned"}
+    ok = optimize(query_sql("q1"), catalog, profile, placement=placement_spec(pinned))
+    assert pinned.items() <= ok.plan.placement.items()
