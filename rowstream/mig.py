@@ -68,7 +68,7 @@ from rowstream.partitioned import (
     WHOLE_FILES,
     PartitionedOp,
     any_of,
-    judged,
+    judged_in_executors,
     partitioned_op,
 )
 from rowstream.relations import naive, relation_rows, utc_instants
@@ -297,7 +297,8 @@ class Mig:
         before = self.store.progress(self.query, before=batch_id)
         frontiers = dict(before.frontiers)
         if self.partitioned:
-            spread = self._judged(batch, batch_id, before) if self.native else batch
+            spread = (self._judge_in_executors(batch, batch_id, before) if self.native
+                      else batch)
             spread.persist()  # read by the driver's jobs, then exchanged to the partitions
             got = self._gather(spread, batch_id, before)
         else:
@@ -398,12 +399,13 @@ class Mig:
                               f"{files[0].suffix[1:]} files: land one format per directory")
         return files
 
-    def _judged(self, batch: DataFrame, batch_id: int, before) -> DataFrame:
+    def _judge_in_executors(self, batch: DataFrame, batch_id: int, before) -> DataFrame:
         """The native gateway's rows judged in the executors (``rowstream/partitioned.py``)."""
         files = self._files(batch_id)
-        return judged(batch, STREAM, files, high_water=before.frontiers.get(HIGH_WATER),
-                      lateness=self.lateness, slide=self.plan.root.slide,
-                      time_distance=self.time_distance, quarantine=QUARANTINE)
+        return judged_in_executors(
+            batch, STREAM, files, high_water=before.frontiers.get(HIGH_WATER),
+            lateness=self.lateness, slide=self.plan.root.slide,
+            time_distance=self.time_distance, quarantine=QUARANTINE)
 
     def _judge(self, everything: pa.Table, batch_id: int, before) -> tuple[pa.Table, Admission]:
         """The native gateway's rows judged by the input suite and lateness: the admitted rows

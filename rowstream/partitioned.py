@@ -5,7 +5,8 @@ A central DB-op funnels every tuple through one ``toArrow`` to the driver and on
 partitioned one keeps its rows in the executors: for every micro-batch, inside the MIG's
 ``foreachBatch``,
 
-1. with the native gateway, the executors judge the rows where Spark read them (``judged``):
+1. with the native gateway, the executors judge the rows where Spark read them
+   (``judged_in_executors``):
    the input suite's parameters are a file's, and Spark is told never to split a file nor to
    put two in one task, so every task holds whole files; lateness compares each row with the
    watermark of the batches before, a constant of the batch. Admitted rows go on; quarantined
@@ -166,8 +167,9 @@ def _empty(columns: tuple[str, ...]) -> pa.Table:
     return pa.table({c: pa.array([], pa.null()) for c in columns})
 
 
-def judged(batch: DataFrame, stream: str, files: list[Path], *, high_water: datetime | None,
-           lateness: float, slide: float, time_distance: float, quarantine: str) -> DataFrame:
+def judged_in_executors(batch: DataFrame, stream: str, files: list[Path], *,
+                        high_water: datetime | None, lateness: float, slide: float,
+                        time_distance: float, quarantine: str) -> DataFrame:
     """The native gateway's batch judged in the executors (module docstring, step 1): the
     admitted rows as they were, then a row per quarantined row (the struct ``quarantine``)
     and per file read (``FILE_READ``)."""
