@@ -179,7 +179,8 @@ def parse_query(sql: str, catalog: Catalog) -> Node:
             col = max(1, col - len(first.get("highlight") or "x") + 1)
         raise QueryError(f"malformed SQL: {first.get('description', err)}", line, col) from None
     except sqlglot.TokenError as err:
-        raise QueryError(f"malformed SQL: {err}") from None
+        # The message quotes the SQL around the bad token, its newlines too: keep one line.
+        raise QueryError(f"malformed SQL: {' '.join(str(err).split())}") from None
     if not statements:
         raise QueryError("empty query: write one SELECT statement")
     try:

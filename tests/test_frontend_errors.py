@@ -94,3 +94,10 @@ def test_cli_prints_one_line_and_no_traceback(tmp_path):
     assert "Traceback" not in output and len(output.splitlines()) == 1
     assert output.endswith("line 2, column 1: FULL OUTER JOIN is not supported: Tandem joins are "
                            "inner joins")
+
+
+def test_a_token_error_quoting_several_lines_is_refused_in_one_line(catalog):
+    # An unterminated string: the tokenizer's message quotes the lines after it.
+    with pytest.raises(QueryError) as info:
+        parse_query(f"SELECT plug_id FROM {HOP} GROUP BY '\n plug_id", catalog)
+    assert "malformed SQL" in str(info.value) and "\n" not in str(info.value)
