@@ -284,10 +284,10 @@ class Mig:
         if self.checkpoint is None:
             raise TandemError(f"{fragment.id} runs on duckdb-partitioned, whose DuckDB files "
                               "live under the checkpoint: give the run a checkpoint")
-        crossings = {rid: input_table(n, self.plan) for rid, n in self.crossings.items()
-                     if input_table(n, self.plan).table in {t.table for t in fragment.sources}}
-        return partitioned_op(self.query, fragment, crossings, fragment.panes,
-                              {t.table for t in fragment.inputs}, partition_keys(root),
+        sources = {t.table for t in fragment.sources}
+        tables = {rid: input_table(n, self.plan) for rid, n in self.crossings.items()}
+        crossings = {rid: t for rid, t in tables.items() if t.table in sources}
+        return partitioned_op(self.query, fragment, crossings, partition_keys(root),
                               self.checkpoint, self.spark)
 
     def _arrive(self, batch: DataFrame, batch_id: int, started: float) -> Arrival:
@@ -297,10 +297,11 @@ class Mig:
         before = self.store.progress(self.query, before=batch_id)
         frontiers = dict(before.frontiers)
         if self.partitioned:
-            spread = (self._judge_in_executors(batch, batch_id, before) if self.native
+            files = self._files(batch_id) if self.native else []
+            spread = (self._judge_in_executors(batch, files, before) if self.native
                       else batch)
             spread.persist()  # read by the driver's jobs, then exchanged to the partitions
-            got = self._gather(spread, batch_id, before)
+            got = self._gather(spread, files, before)
         else:
             spread, got = None, self._collect(batch, batch_id, before)
         if self.native:
@@ -356,8 +357,7 @@ class Mig:
         if self.native:
             everything, verdict = self._judge(everything, batch_id, before)
             high_water = verdict.high_water
-            quarantined = naive(verdict.quarantined.select(QUARANTINED.names).to_arrow()
-                                .cast(QUARANTINED))
+            quarantined = quarantine_rows(verdict.quarantined)
         else:
             quarantined = relation_rows(everything, QUARANTINE).drop_columns([HEARTBEAT])
         events = relation_rows(everything, STREAM)
@@ -367,7 +367,7 @@ class Mig:
                         pc.min(data_ts).as_py() if len(data_ts) else None, quarantined,
                         high_water)
 
-    def _gather(self, rows: DataFrame, batch_id: int, before) -> Gathered:
+    def _gather(self, rows: DataFrame, files: list[Path], before) -> Gathered:
         """What the driver needs of a batch whose rows stay in the executors, in two small
         jobs: the quarantined rows, the files read and the rows of the crossings a central
         DB-op or Spark reads; the stream's tuples and its first and latest event times."""
@@ -383,8 +383,7 @@ class Mig:
                             quarantined.drop_columns([HEARTBEAT]))
         # A file Spark gave no row of is quarantined whole, as _judge does.
         read = set(everything.column(FILE_READ).drop_null().to_pylist())
-        unread = [naive(f.select(QUARANTINED.names).to_arrow().cast(QUARANTINED))
-                  for f in unread_files(self._files(batch_id), read)]
+        unread = [quarantine_rows(f) for f in unread_files(files, read)]
         high_water = max((t for t in (before.frontiers.get(HIGH_WATER), stats["latest"])
                           if t is not None), default=None)
         return Gathered(everything, stats["tuples"], stats["latest"], stats["first"],
@@ -399,9 +398,8 @@ class Mig:
                               f"{files[0].suffix[1:]} files: land one format per directory")
         return files
 
-    def _judge_in_executors(self, batch: DataFrame, batch_id: int, before) -> DataFrame:
+    def _judge_in_executors(self, batch: DataFrame, files: list[Path], before) -> DataFrame:
         """The native gateway's rows judged in the executors (``rowstream/partitioned.py``)."""
-        files = self._files(batch_id)
         return judged_in_executors(
             batch, STREAM, files, high_water=before.frontiers.get(HIGH_WATER),
             lateness=self.lateness, slide=self.plan.root.slide,
@@ -535,6 +533,11 @@ class Mig:
             return rows
         return rows.filter(pc.less_equal(rows.column("window_end"),
                                          pa.scalar(self.final_end, pa.timestamp("us"))))
+
+
+def quarantine_rows(frame: pl.DataFrame) -> pa.Table:
+    """A judgement's quarantined rows as the quarantine table holds them."""
+    return naive(frame.select(QUARANTINED.names).to_arrow().cast(QUARANTINED))
 
 
 def _first_end(first_ts: datetime, step: timedelta) -> datetime:

@@ -46,7 +46,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_type
 from pyspark.sql.types import StringType, StructField, StructType
 
-from columnar.fragment_sql import Fragment, FragmentInput, PaneTable
+from columnar.fragment_sql import Fragment, FragmentInput
 from columnar.store import ColumnarStore, StoreBusy
 from rowstream.native import FILE, admit_batch
 from rowstream.relations import relation_rows
@@ -70,8 +70,6 @@ class PartitionedOp:
     query: str
     fragment: Fragment
     crossings: dict[str, FragmentInput]  # relation id -> the input table its rows go to
-    panes: tuple[PaneTable, ...]
-    kept: frozenset[str]  # input tables whose rows the store keeps (``fragment_sql.rows_kept``)
     keys: tuple[str, ...]  # the partition key
     directory: str  # its partitions' DuckDB files
     partitions: int
@@ -98,8 +96,7 @@ class PartitionedOp:
 
 
 def partitioned_op(query: str, fragment: Fragment, crossings: dict[str, FragmentInput],
-                   panes: tuple[PaneTable, ...], kept: set[str], keys: tuple[str, ...],
-                   checkpoint: str, spark: SparkSession) -> PartitionedOp:
+                   keys: tuple[str, ...], checkpoint: str, spark: SparkSession) -> PartitionedOp:
     """The DB-op's partitions: as many as the checkpoint recorded, else the session's default
     parallelism (recorded now)."""
     directory = Path(checkpoint).resolve() / "partitions" / fragment.id
@@ -110,8 +107,7 @@ def partitioned_op(query: str, fragment: Fragment, crossings: dict[str, Fragment
         partitions = spark.sparkContext.defaultParallelism
         directory.mkdir(parents=True, exist_ok=True)
         record.write_text(json.dumps({"partitions": partitions, "keys": list(keys)}))
-    return PartitionedOp(query, fragment, crossings, panes, frozenset(kept), keys,
-                         str(directory), partitions)
+    return PartitionedOp(query, fragment, crossings, keys, str(directory), partitions)
 
 
 def any_of(columns: list[str]) -> Column:
@@ -121,7 +117,9 @@ def any_of(columns: list[str]) -> Column:
 
 def _partition_runner(op: PartitionedOp, batch_id: int, ends: list[datetime], append: bool):
     """The function each partition runs in an executor (module docstring, step 3)."""
-    tables = (*op.fragment.inputs, *(p.table for p in op.panes))  # what the store keeps
+    # The store keeps the rows the fragment reads as rows, and its pane tables.
+    kept = {t.table for t in op.fragment.inputs}
+    tables = (*op.fragment.inputs, *(p.table for p in op.fragment.panes))
 
     def run(key: tuple, rows: pa.Table) -> pa.Table:
         part, tuples, size, encoded = key[0].as_py(), 0, 0, None
@@ -132,8 +130,8 @@ def _partition_runner(op: PartitionedOp, batch_id: int, ends: list[datetime], ap
                 for rid, table in op.crossings.items():
                     appended = relation_rows(rows, rid)
                     tuples, size = tuples + appended.num_rows, size + appended.nbytes
-                    store.append_input(op.query, table, appended, batch_id, op.panes,
-                                       keep=table.table in op.kept)
+                    store.append_input(op.query, table, appended, batch_id, op.fragment.panes,
+                                       keep=table.table in kept)
             if ends:
                 result = store.evaluate(op.query, op.fragment.sql, ends)
                 store.purge(op.query, tables, ends[0])  # one batch behind, as the MIG's
