@@ -65,6 +65,7 @@ from rowstream.landing import batch_files, landed_files
 from rowstream.native import JUDGED, Admission, admit_batch, unread_files
 from rowstream.partitioned import (
     FILE_READ,
+    SUMMARY,
     WHOLE_FILES,
     PartitionedOp,
     any_of,
@@ -368,15 +369,22 @@ class Mig:
                         high_water)
 
     def _gather(self, rows: DataFrame, files: list[Path], before) -> Gathered:
-        """What the driver needs of a batch whose rows stay in the executors, in two small
-        jobs: the quarantined rows, the files read and the rows of the crossings a central
-        DB-op or Spark reads; the stream's tuples and its first and latest event times."""
-        wanted = [c for c in (QUARANTINE, FILE_READ, *self.central) if c in rows.columns]
+        """What the driver needs of a batch whose rows stay in the executors: the quarantined
+        rows, the files read and the rows of the crossings a central DB-op or Spark reads; the
+        stream's tuples and its first and latest event times. Judged in the executors, each
+        task's summary of its rows comes in the same job; otherwise a second job sums them."""
+        wanted = [c for c in (QUARANTINE, FILE_READ, SUMMARY, *self.central) if c in rows.columns]
         everything = rows.where(any_of(wanted)).select(*wanted).toArrow()
-        ts, data = F.col(f"{STREAM}.ts"), ~F.col(f"{STREAM}.{HEARTBEAT}")
-        stats = naive(rows.where(F.col(STREAM).isNotNull()).agg(
-            F.count(F.when(data, 1)).alias("tuples"), F.max(ts).alias("latest"),
-            F.min(F.when(data, ts)).alias("first")).toArrow()).to_pylist()[0]
+        if SUMMARY in wanted:
+            tasks = relation_rows(everything, SUMMARY)
+            stats = {"tuples": pc.sum(tasks.column("tuples")).as_py() or 0,
+                     "latest": pc.max(tasks.column("latest")).as_py(),
+                     "first": pc.min(tasks.column("first")).as_py()}
+        else:
+            ts, data = F.col(f"{STREAM}.ts"), ~F.col(f"{STREAM}.{HEARTBEAT}")
+            stats = naive(rows.where(F.col(STREAM).isNotNull()).agg(
+                F.count(F.when(data, 1)).alias("tuples"), F.max(ts).alias("latest"),
+                F.min(F.when(data, ts)).alias("first")).toArrow()).to_pylist()[0]
         quarantined = relation_rows(everything, QUARANTINE)
         if not self.native:
             return Gathered(everything, stats["tuples"], stats["latest"], stats["first"],

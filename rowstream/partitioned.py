@@ -10,7 +10,8 @@ partitioned one keeps its rows in the executors: for every micro-batch, inside t
    the input suite's parameters are a file's, and Spark is told never to split a file nor to
    put two in one task, so every task holds whole files; lateness compares each row with the
    watermark of the batches before, a constant of the batch. Admitted rows go on; quarantined
-   rows, and the name of every file read, become rows of their own for the driver;
+   rows, the name of every file read and a summary of the task's stream (its tuples, first and
+   latest event time) become rows of their own for the driver, collected in the same job;
 2. the rows of the DB-op's crossings are exchanged by ``pmod(hash(key), P)``, the fragment's
    partition key (``keys.partition_keys``), together with one marker row per partition, so that
    every partition runs even when the batch brings it no rows: a window_end may still close in
@@ -54,6 +55,7 @@ from rowstream.sources import QUARANTINED
 
 PART = "_part"  # the hash partition a row goes to
 FILE_READ = "_file_read"  # a row that names a file the executors read (native gateway)
+SUMMARY = "_summary"  # a row per task judged: its tuples and first and latest event times
 # Each partition's answer: its result rows as an Arrow IPC stream (null when no window_end is
 # evaluated), and the tuples and bytes it appended.
 OUTPUT = f"{PART} int, rows binary, tuples long, bytes long"
@@ -170,10 +172,15 @@ def judged_in_executors(batch: DataFrame, stream: str, files: list[Path], *,
                         time_distance: float, quarantine: str) -> DataFrame:
     """The native gateway's batch judged in the executors (module docstring, step 1): the
     admitted rows as they were, then a row per quarantined row (the struct ``quarantine``)
-    and per file read (``FILE_READ``)."""
+    and per file read (``FILE_READ``), and one that sums up the admitted stream (``SUMMARY``):
+    the driver needs those numbers before the partitions evaluate, and a job of its own to
+    count them would cost a round trip to the executors per batch."""
     bad_type = pa.struct(list(QUARANTINED))
+    summary_type = pa.struct([("tuples", pa.int64()), ("latest", pa.timestamp("us", tz="UTC")),
+                              ("first", pa.timestamp("us", tz="UTC"))])
     schema = StructType([*batch.schema.fields, StructField(quarantine, from_arrow_type(bad_type)),
-                         StructField(FILE_READ, StringType())])
+                         StructField(FILE_READ, StringType()),
+                         StructField(SUMMARY, from_arrow_type(summary_type))])
 
     def judge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         batches = [b for b in batches if b.num_rows]
@@ -185,16 +192,26 @@ def judged_in_executors(batch: DataFrame, stream: str, files: list[Path], *,
                               time_distance=time_distance, whole_batch=False)
         bad = verdict.quarantined.select(QUARANTINED.names).to_arrow().cast(QUARANTINED)
         out = table.schema.append(pa.field(quarantine, bad_type)).append(
-            pa.field(FILE_READ, pa.string()))
+            pa.field(FILE_READ, pa.string())).append(pa.field(SUMMARY, summary_type))
         names = pa.array(rows[FILE].unique().to_list(), pa.string())
         admitted = table.filter(verdict.admitted)
         for part in (_filled(out, admitted.num_rows, dict(zip(table.column_names,
                                                                admitted.columns, strict=True))),
                      _filled(out, bad.num_rows, {quarantine: bad.to_struct_array()}),
-                     _filled(out, len(names), {FILE_READ: names})):
+                     _filled(out, len(names), {FILE_READ: names}),
+                     _filled(out, 1, {SUMMARY: _summary(relation_rows(admitted, stream),
+                                                        summary_type)})):
             yield from part.to_batches()
 
     return batch.mapInArrow(judge, schema)
+
+
+def _summary(events: pa.Table, summary_type: pa.StructType) -> pa.StructArray:
+    """The stream's tuples, latest event time (a heartbeat's too) and first tuple's time."""
+    ts = events.column("ts")
+    data = ts.filter(pc.invert(events.column("heartbeat")))
+    return pa.array([{"tuples": len(data), "latest": pc.max(ts).as_py(),
+                      "first": pc.min(data).as_py()}], summary_type)
 
 
 def _filled(schema: pa.Schema, n: int, columns: dict) -> pa.Table:
