@@ -227,7 +227,7 @@ def calibrate(out: str | Path = settings.CALIBRATED_PROFILE, *,
     say = on_step or (lambda _: None)
     model = _Model()
     fits: dict[tuple[str, str], Fitted] = {}
-    spark = spark_session(master=settings.spark_master())
+    spark = spark_session(log=settings.spark_log_path(out), master=settings.spark_master())
 
     say("gateway: Parquet files read, judged, selected, projected and moved to DuckDB at 4 rates")
     batches = [b for rate in GATEWAY_RATES for b in _gateway(spark, rate, 5)]

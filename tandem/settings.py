@@ -60,7 +60,8 @@ def store_path() -> Path:
 
 
 def spark_log_path(store: str | Path) -> Path:
-    """Where Spark's JVM and the engines' threads log during a run over ``store``: beside it."""
+    """Where Spark's JVM and the engines' threads log during a run over ``store`` (or a
+    calibration writing that profile): beside it."""
     return Path(store).parent / "spark.log"
 
 
