@@ -34,6 +34,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
@@ -83,7 +85,7 @@ def search(workers: int, queries: list[str], placements: list[str], start: dict[
                     runs = tried.setdefault(query, {}).setdefault(placement, [])
                     history = [(r["rate"], r["capacity"], r["capacity"] >= r["rate"])
                                for r in runs if "capacity" in r]
-                    if any("error" in r for r in runs):
+                    if any("error" in r for r in runs) or fixed_cost(history) is not None:
                         continue
                     rate = next_rate(history) if history else _start(query, placement, start,
                                                                      profile)
@@ -97,6 +99,17 @@ def search(workers: int, queries: list[str], placements: list[str], start: dict[
                 tried[query][placement].append(_child(cluster.url, query, placement, rate,
                                                       profile))
                 write(results)
+
+
+def fixed_cost(history: list[tuple[float, float, bool]]) -> float | None:
+    """A plan's fixed seconds per 1-second micro-batch, when they are 1 or more: it falls behind
+    at every rate, and halving the rate again only costs steps. Fitted as seconds per batch
+    (rate / capacity) = fixed + per tuple * rate over three or more steps behind, none kept up."""
+    behind = [(rate, rate / found) for rate, found, kept in history if not kept and found]
+    if len(behind) < 3 or any(kept for *_, kept in history):
+        return None
+    _, fixed = np.polyfit(*zip(*behind, strict=True), 1)
+    return float(fixed) if fixed >= 1 else None
 
 
 def _start(query: str, placement: str, start: dict[str, float], profile: str | None) -> float:
@@ -172,7 +185,8 @@ def write(results: dict) -> None:
     lines = ["# Scaling: a Spark standalone cluster of 1 and 2 workers on this machine", "",
              f"Written {results.get('written', '')} by `bench/scaling.py`; profile "
              f"`{results.get('profile')}`. Maximum sustainable rate, tuples/s (largest kept up "
-             "with; smallest fallen behind at in brackets).", ""]
+             "with; smallest fallen behind at in brackets; none: a fixed cost per 1-second "
+             "micro-batch above a second, `fixed_cost`).", ""]
     for workers, by_query in sorted((k, v) for k, v in results.items() if k.isdigit()):
         lines += [f"## {workers} worker(s)", "", "| query | " + " | ".join(PLACEMENTS) + " |",
                   "|---|" + "---:|" * len(PLACEMENTS)]
@@ -183,8 +197,12 @@ def write(results: dict) -> None:
                 kept = [r["rate"] for r in runs if r.get("capacity", 0) >= r["rate"]]
                 behind = [r["rate"] for r in runs if "capacity" in r and r["capacity"] < r["rate"]]
                 errors = [r["error"] for r in runs if "error" in r]
+                fixed = fixed_cost([(r["rate"], r["capacity"], r["capacity"] >= r["rate"])
+                                    for r in runs if "capacity" in r])
                 cell = f"{max(kept, default=0):,.0f}"
-                if behind:
+                if fixed is not None:
+                    cell = f"none: {fixed:.1f} s per batch"
+                elif behind:
                     cell += f" ({min(behind):,.0f})"
                 cells.append(errors[0][:60] if errors else cell if runs else "")
             lines.append(f"| {query.upper()} | " + " | ".join(cells) + " |")

@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import platform
 import statistics
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -47,6 +46,7 @@ from rowstream.relations import utc_instants
 from tandem import settings
 from tandem.explain import Explanation
 from tandem.measure import capacity
+from tandem.run import scratch
 from tandem.workload import DEBS_START, SmartPlugs
 
 Key = tuple[str, str, str]  # (engine, function, coefficient)
@@ -203,7 +203,7 @@ def _gateway(spark, rate: float, seconds: int, file_format: str = "parquet") -> 
             rows.append(row)
         left.append(time.perf_counter())
 
-    with tempfile.TemporaryDirectory(prefix="tandem-calibrate-") as tmp:
+    with scratch("tandem-calibrate-") as tmp:
         landing = Path(tmp) / "landing"
         SmartPlugs(rate=rate).write_files(landing, seconds + 1, 1.0, file_format=file_format)
         store = ColumnarStore(Path(tmp) / "c.duckdb")
@@ -346,7 +346,7 @@ def _duckdb(model: _Model) -> dict[tuple[str, str], Fitted]:
         ("lists", ["per_window_tuple"], [(_join_rows(s), s) for s in (size, 300)]),
     ]
     fits = {}
-    with tempfile.TemporaryDirectory(prefix="tandem-calibrate-") as tmp:
+    with scratch("tandem-calibrate-") as tmp:
         store = ColumnarStore(Path(tmp) / "d.duckdb")
         loaded: set[tuple[str, str]] = set()  # (schema, table): every query reads the window
 

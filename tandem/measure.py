@@ -15,7 +15,6 @@ up with the arrivals even so is stopped, its capacity bounded by what it reached
 from __future__ import annotations
 
 import math
-import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from optimizer.logical import stateless_rows
 from rowstream.mig import EPOCH, STREAM
 from rowstream.sources import WARMUP_SPAN
 from tandem.explain import Explanation
-from tandem.run import catalog_streams, default_lateness, run
+from tandem.run import catalog_streams, default_lateness, run, scratch
 from tandem.workload import DEBS_START, SmartPlugs
 
 SETTLE = 2  # measured micro-batches dropped first: the query's first jobs compile and warm up
@@ -141,7 +140,7 @@ def capacity(plan: Explanation, rate: float, *, warmup: float, measure: float,
             return False
         return time.perf_counter() - started > STARTUP + 60.0 * (done + 1)
 
-    with tempfile.TemporaryDirectory(prefix="tandem-measure-") as tmp:
+    with scratch("tandem-measure-") as tmp:
         store_path = Path(tmp) / "m.duckdb"
         if loaded:
             store = ColumnarStore(store_path)

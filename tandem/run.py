@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -301,6 +303,29 @@ def jvm_alive(spark, wait: float = 0.0) -> bool:
     except subprocess.TimeoutExpired:
         return True
     return False
+
+
+@contextmanager
+def scratch(prefix: str) -> Iterator[Path]:
+    """A temporary directory for a run's store and checkpoint. On a cluster, the executors'
+    RocksDB state stores go on writing snapshots into the checkpoint after the query stops
+    (their maintenance ends with the application): its removal waits for them to finish."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield path
+    finally:
+        _remove(path)
+
+
+def _remove(path: Path, attempts: int = 20) -> None:
+    for attempt in range(attempts):
+        try:
+            shutil.rmtree(path)
+            return
+        except OSError:  # a file written, or removed, while the tree was removed
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.5)
 
 
 def default_checkpoint(store: str | Path, name: str) -> Path:

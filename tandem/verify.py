@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import random
-import tempfile
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ from optimizer.optimizer import placement_spec
 from optimizer.phase_two import ENGINES, allowed_engines, valid
 from tandem import reference
 from tandem.explain import explain
-from tandem.run import run
+from tandem.run import run, scratch
 from tandem.workload import SmartPlugs
 
 # A small stream that fills and slides 5-minute windows: six plugs, each reporting every 4 s.
@@ -79,7 +78,7 @@ def verify(query: str, how: str = "all", *, rate: float = 3.0, duration: float =
         plan = explain(query, rate=rate, catalog=catalog, profile=profile,
                        placement=placement_spec(placement) or "auto")
         root = plan.optimization.logical.root
-        with tempfile.TemporaryDirectory(prefix="tandem-verify-") as tmp:
+        with scratch("tandem-verify-") as tmp:
             try:
                 run(query, rate=rate, duration=duration, batch=batch, topology=SMALL,
                     store=Path(tmp) / "verify.duckdb", checkpoint=Path(tmp) / "checkpoint",
