@@ -173,3 +173,28 @@ def test_next_rate_brackets_a_peers_max_rate_within_ten_percent_in_few_runs():
             hi = min(r for r, _, kept in tried if not kept and r > lo)
             assert lo <= truths[name] < hi <= 1.1 * lo, (name, start, tried)
             assert len(tried) <= 8, (name, start, tried)
+
+
+def _scaling():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "scaling.py"
+    spec = importlib.util.spec_from_file_location("scaling", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_scaling_stops_a_search_only_where_a_batch_costs_a_second_before_its_tuples():
+    fixed_cost = _scaling().fixed_cost
+
+    def steps(fixed: float, per_tuple: float, rates: list[float]):
+        # seconds per 1-second batch = fixed + per_tuple * rate; capacity = rate / that
+        return [(r, r / (fixed + per_tuple * r), fixed + per_tuple * r <= 1) for r in rates]
+
+    assert abs(fixed_cost(steps(2.25, 0.015, [28, 14, 7, 3.5])) - 2.25) < 1e-6
+    assert fixed_cost(steps(0.8, 8.5e-6, [40_000, 34_800, 31_600])) is None  # keeps up lower
+    assert fixed_cost(steps(2.25, 0.015, [28, 14])) is None  # two steps fit no line
+    kept_once = steps(2.25, 0.015, [28, 14, 7]) + [(3.5, 4.0, True)]
+    assert fixed_cost(kept_once) is None
