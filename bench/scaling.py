@@ -71,7 +71,7 @@ def search(workers: int, queries: list[str], placements: list[str], start: dict[
     """Every (query, placement)'s maximum on a cluster of ``workers`` workers, one step of each
     in turn; each step in a process of its own bound to the cluster's master. A search starts
     at ``start[query:placement]``, else at ``start[query]``, else where the cost model puts the
-    plan's maximum on one machine: pure-Spark's and pure-DuckDB's differ by three orders of
+    plan's maximum on one machine: pure-Spark's and pure-DuckDB's differ by orders of
     magnitude, and each step moves at most 2x."""
     from rowstream.cluster import local_cluster
 
@@ -209,6 +209,7 @@ def write(results: dict) -> None:
         lines.append("")
     if "projection" in results:
         lines += ["## Projection to N machines (the cost model; module docstring)", "",
+                  f"Profile `{results.get('projection_profile')}`.", "",
                   "| query | placement | " + " | ".join(f"N={n}" for n in MACHINES) + " |",
                   "|---|---|" + "---:|" * len(MACHINES)]
         for query, by_placement in results["projection"].items():
@@ -243,12 +244,14 @@ def main() -> None:
     path = RESULTS / "scaling.json"
     results = json.loads(path.read_text()) if args.resume and path.exists() else {}
     profile = load_profile(args.profile)
-    results.update(written=dt.date.today().isoformat(), profile=profile.source)
+    results["written"] = dt.date.today().isoformat()
     if not args.project:
+        results["profile"] = profile.source
         start = {q: float(r) for q, r in (s.split("=") for s in args.start)}
         for workers in map(int, args.workers.split(",")):
             search(workers, queries, placements, start, args.profile, results)
     results["projection"] = project(queries, placements, profile)
+    results["projection_profile"] = profile.source
     write(results)
 
 
