@@ -104,9 +104,13 @@ def search(workers: int, queries: list[str], placements: list[str], start: dict[
 def fixed_cost(history: list[tuple[float, float, bool]]) -> float | None:
     """A plan's fixed seconds per 1-second micro-batch, when they are 1 or more: it falls behind
     at every rate, and halving the rate again only costs steps. Fitted as seconds per batch
-    (rate / capacity) = fixed + per tuple * rate over three or more steps behind, none kept up."""
+    (rate / capacity) = fixed + per tuple * rate over three or more steps behind, none kept up,
+    whose rates span 4x at least: over closer rates the machine's noise sets the line's slope."""
     behind = [(rate, rate / found) for rate, found, kept in history if not kept and found]
     if len(behind) < 3 or any(kept for *_, kept in history):
+        return None
+    rates = [rate for rate, _ in behind]
+    if max(rates) < 4 * min(rates):
         return None
     _, fixed = np.polyfit(*zip(*behind, strict=True), 1)
     return float(fixed) if fixed >= 1 else None

@@ -198,3 +198,6 @@ def test_scaling_stops_a_search_only_where_a_batch_costs_a_second_before_its_tup
     assert fixed_cost(steps(2.25, 0.015, [28, 14])) is None  # two steps fit no line
     kept_once = steps(2.25, 0.015, [28, 14, 7]) + [(3.5, 4.0, True)]
     assert fixed_cost(kept_once) is None
+    # Behind at close rates, one step slowed by noise: no fixed cost can be told from that.
+    assert fixed_cost([(83_000, 79_115, False), (75_500, 74_738, False),
+                       (68_600, 53_574, False)]) is None
