@@ -83,8 +83,7 @@ def search(workers: int, queries: list[str], placements: list[str], start: dict[
             for query in queries:
                 for placement in placements:
                     runs = tried.setdefault(query, {}).setdefault(placement, [])
-                    history = [(r["rate"], r["capacity"], r["capacity"] >= r["rate"])
-                               for r in runs if "capacity" in r]
+                    history = _history(runs)
                     if any("error" in r for r in runs) or fixed_cost(history) is not None:
                         continue
                     rate = next_rate(history) if history else _start(query, placement, start,
@@ -99,6 +98,11 @@ def search(workers: int, queries: list[str], placements: list[str], start: dict[
                 tried[query][placement].append(_child(cluster.url, query, placement, rate,
                                                       profile))
                 write(results)
+
+
+def _history(runs: list[dict]) -> list[tuple[float, float, bool]]:
+    """A search's measured steps as ``next_rate`` takes them: (rate, capacity, kept up)."""
+    return [(r["rate"], r["capacity"], r["capacity"] >= r["rate"]) for r in runs if "capacity" in r]
 
 
 def fixed_cost(history: list[tuple[float, float, bool]]) -> float | None:
@@ -201,8 +205,7 @@ def write(results: dict) -> None:
                 kept = [r["rate"] for r in runs if r.get("capacity", 0) >= r["rate"]]
                 behind = [r["rate"] for r in runs if "capacity" in r and r["capacity"] < r["rate"]]
                 errors = [r["error"] for r in runs if "error" in r]
-                fixed = fixed_cost([(r["rate"], r["capacity"], r["capacity"] >= r["rate"])
-                                    for r in runs if "capacity" in r])
+                fixed = fixed_cost(_history(runs))
                 cell = f"{max(kept, default=0):,.0f}"
                 if fixed is not None:
                     cell = f"none: {fixed:.1f} s per batch"

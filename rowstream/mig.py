@@ -71,6 +71,7 @@ from rowstream.partitioned import (
     any_of,
     judged_in_executors,
     partitioned_op,
+    stream_summary,
 )
 from rowstream.relations import naive, relation_rows, utc_instants
 from rowstream.sources import QUARANTINED
@@ -361,12 +362,9 @@ class Mig:
             quarantined = quarantine_rows(verdict.quarantined)
         else:
             quarantined = relation_rows(everything, QUARANTINE).drop_columns([HEARTBEAT])
-        events = relation_rows(everything, STREAM)
-        data_ts = events.filter(pc.invert(events.column(HEARTBEAT))).column("ts")
-        return Gathered(everything, len(data_ts),
-                        pc.max(events.column("ts")).as_py() if events.num_rows else None,
-                        pc.min(data_ts).as_py() if len(data_ts) else None, quarantined,
-                        high_water)
+        stats = stream_summary(relation_rows(everything, STREAM))
+        return Gathered(everything, stats["tuples"], stats["latest"], stats["first"],
+                        quarantined, high_water)
 
     def _gather(self, rows: DataFrame, files: list[Path], before) -> Gathered:
         """What the driver needs of a batch whose rows stay in the executors: the quarantined

@@ -199,19 +199,18 @@ def judged_in_executors(batch: DataFrame, stream: str, files: list[Path], *,
                                                                admitted.columns, strict=True))),
                      _filled(out, bad.num_rows, {quarantine: bad.to_struct_array()}),
                      _filled(out, len(names), {FILE_READ: names}),
-                     _filled(out, 1, {SUMMARY: _summary(relation_rows(admitted, stream),
-                                                        summary_type)})):
+                     _filled(out, 1, {SUMMARY: pa.array(
+                         [stream_summary(relation_rows(admitted, stream))], summary_type)})):
             yield from part.to_batches()
 
     return batch.mapInArrow(judge, schema)
 
 
-def _summary(events: pa.Table, summary_type: pa.StructType) -> pa.StructArray:
+def stream_summary(events: pa.Table) -> dict:
     """The stream's tuples, latest event time (a heartbeat's too) and first tuple's time."""
     ts = events.column("ts")
     data = ts.filter(pc.invert(events.column("heartbeat")))
-    return pa.array([{"tuples": len(data), "latest": pc.max(ts).as_py(),
-                      "first": pc.min(data).as_py()}], summary_type)
+    return {"tuples": len(data), "latest": pc.max(ts).as_py(), "first": pc.min(data).as_py()}
 
 
 def _filled(schema: pa.Schema, n: int, columns: dict) -> pa.Table:
