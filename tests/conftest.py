@@ -27,6 +27,17 @@ def profile():
     return load_profile()
 
 
+@pytest.fixture(scope="session")
+def unit_catalog():
+    """Round numbers for the hand-computed cost tests."""
+    return load_catalog(ROOT / "tests" / "data" / "unit_catalog.toml")
+
+
+@pytest.fixture(scope="session")
+def unit_profile():
+    return load_profile(ROOT / "tests" / "data" / "unit_profile.toml")
+
+
 @pytest.fixture
 def reliability(request):
     """Records what a reliability test measured, as a JSON line in ``TANDEM_RELIABILITY_LOG``

@@ -4,13 +4,11 @@ Zhu Eq. 4.3/4.5) on round numbers (tests/data/unit_*.toml)."""
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from optimizer import load_catalog, load_profile
 from optimizer.catalog import parse_catalog
 from optimizer.cost import CostModel, Objective, PlanCost, better
 from optimizer.errors import CatalogError
@@ -19,23 +17,12 @@ from optimizer.logical import Aggregate, Join, LogicalPlan, Select, Window, post
 from optimizer.physical import evaluate, uniform
 from optimizer.statistics import Statistics
 
-DATA = Path(__file__).parent / "data"
 COUNT_BY_K = ("SELECT k, window_end, COUNT(*) AS n "
               "FROM HOP(s, ts, INTERVAL '1' SECOND, INTERVAL '10' SECONDS) WHERE v > 0 GROUP BY k")
 S_JOIN_T = ("SELECT a.k, a.window_end, COUNT(*) AS n "
             "FROM HOP(s, ts, INTERVAL '1' SECOND, INTERVAL '10' SECONDS) AS a "
             "JOIN HOP(t, ts, INTERVAL '1' SECOND, INTERVAL '20' SECONDS) AS b ON a.k = b.k "
             "GROUP BY a.k")
-
-
-@pytest.fixture(scope="module")
-def unit_catalog():
-    return load_catalog(DATA / "unit_catalog.toml")
-
-
-@pytest.fixture(scope="module")
-def unit_profile():
-    return load_profile(DATA / "unit_profile.toml")
 
 
 def model_for(sql, catalog, profile):

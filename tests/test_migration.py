@@ -1,0 +1,164 @@
+"""Zhu's migration cost model (Sec. 12.3), the state matching it rests on (Sec. 12.1.1), the
+hysteresis rule, and the statistics monitor: hand-computed on the round numbers of
+tests/data/unit_*.toml, no engine needed."""
+
+from __future__ import annotations
+
+import pytest
+
+from optimizer.cost import Objective, PlanCost
+from optimizer.migration import (
+    MS,
+    PARTIALS,
+    PT,
+    ROWS,
+    MigrationCost,
+    State,
+    decide,
+    match,
+    migration_costs,
+    parallel_track,
+    states,
+)
+from optimizer.observed import BatchObservation, Monitor
+from tests.test_cost import COUNT_BY_K, S_JOIN_T, model_for
+
+SPARK_ONLY = {"select_1": "spark", "aggregate_1": "spark"}
+HYBRID = {"select_1": "spark", "aggregate_1": "duckdb"}
+
+
+def test_states_of_each_engine(unit_catalog, unit_profile):
+    plan, model = model_for(COUNT_BY_K, unit_catalog, unit_profile)
+    (spark,) = states(plan, SPARK_ONLY, model)
+    # Spark's aggregate keeps a partial per (window, group): 10 groups x W/beta = 10 windows.
+    # Rebuilding it is W seconds of its work, W*u (Eq. 12.1): u = 50/s x (0.001 + 10 x 0.0001).
+    assert (spark.relation, spark.form, spark.engine) == ("aggregate_1", PARTIALS, "spark")
+    assert spark.tuples == 100 and spark.window == 10
+    assert spark.work == pytest.approx(10 * 0.1)
+    (duck,) = states(plan, HYBRID, model)
+    # DuckDB keeps the selected rows of the window: 50/s x 10 s. Rebuilding them is W seconds
+    # of the DB-op's arrival side: the move in (50 x 0.001 + 0.01 per batch) and the pane
+    # partials' upkeep (50 x 0.0001).
+    assert (duck.relation, duck.form, duck.engine) == ("select_1", ROWS, "duckdb")
+    assert duck.tuples == 500
+    assert duck.work == pytest.approx(10 * (0.05 + 0.01 + 0.005))
+
+
+def test_matching_keeps_central_tables_and_rebuilds_the_rest(unit_catalog, unit_profile):
+    plan, model = model_for(COUNT_BY_K, unit_catalog, unit_profile)
+    spark, hybrid = states(plan, SPARK_ONLY, model), states(plan, HYBRID, model)
+    to_duckdb = match(spark, hybrid)
+    assert (to_duckdb.kept, to_duckdb.recomputed, to_duckdb.discarded) == ((), hybrid, spark)
+    # duckdb-partitioned keeps the same rows in files under the checkpoint of its own query.
+    partitioned = (State("select_1", ROWS, "duckdb-partitioned", 500, 10, 0.5),)
+    assert match(hybrid, partitioned).recomputed == partitioned
+    # The join's two windows are read by the DB-op whether or not the aggregate above it runs
+    # in DuckDB too: the new plan reads the old plan's tables as they are.
+    plan, model = model_for(S_JOIN_T, unit_catalog, unit_profile)
+    old = states(plan, {"join_1": "duckdb", "aggregate_1": "spark"}, model)
+    new = states(plan, {"join_1": "duckdb", "aggregate_1": "duckdb"}, model)
+    kept = match(old, new)
+    assert len(kept.kept) == 2 and kept.recomputed == () and kept.discarded == ()
+    assert {s.relation for s in kept.kept} == {"window_1", "window_2"}
+
+
+def test_moving_state_cost(unit_catalog, unit_profile):
+    plan, model = model_for(COUNT_BY_K, unit_catalog, unit_profile)
+    objective = Objective()
+    ms, _ = migration_costs(plan, SPARK_ONLY, HYBRID, model, objective, lateness=0, restart=3)
+    # T_MS = T_match + T_move + T_S + restart (Eq. 12.3): 4*1*1 comparisons of 1e-7 s; nothing
+    # moves; T_S rebuilds DuckDB's rows (0.65 s) after reading W = 10 s of the stream again
+    # through the gateway (u = 100/s x 0.001 + 0.1 per batch).
+    assert ms.strategy == MS
+    assert ms.duration == pytest.approx(4e-7 + 0.65 + 10 * 0.2 + 3)
+    assert ms.silence == ms.duration and ms.state_tuples == 500
+    back, _ = migration_costs(plan, HYBRID, SPARK_ONLY, model, objective, lateness=0, restart=3)
+    assert back.duration == pytest.approx(4e-7 + 1.0 + 10 * 0.2 + 3)
+    # A migration that keeps every state costs only the restart and the matching.
+    same, _ = migration_costs(plan, HYBRID, HYBRID, model, objective, lateness=0, restart=3)
+    assert same.duration == pytest.approx(3 + 4e-7) and same.state_tuples == 0
+
+
+def test_parallel_track_cost(unit_catalog, unit_profile):
+    plan, model = model_for(COUNT_BY_K, unit_catalog, unit_profile)
+    _, pt = migration_costs(plan, HYBRID, SPARK_ONLY, model, Objective(), lateness=2, restart=3)
+    # T_PT = W + L of event time (Eq. 12.4, one level of window_ends), output all along; the new
+    # plan's work meanwhile: its C_u = source 0.2 + select 0.1 + aggregate 0.1 + sink (10 rows/s
+    # moved at 0.001 and inserted at 0.0005) = 0.415 per second.
+    assert (pt.strategy, pt.duration, pt.silence) == (PT, 12, 0)
+    assert pt.work == pytest.approx(12 * 0.415)
+    assert pt.feasible
+    # On shared cores both plans' loads add up: 0.6 + 0.5 > 1 cannot run side by side.
+    shared = Objective(time_shared=True)
+    assert not parallel_track(PlanCost(0.6, 0.6, 0), PlanCost(0.5, 0.5, 0), (), 10, 0,
+                              shared).feasible
+    assert parallel_track(PlanCost(0.4, 0.4, 0), PlanCost(0.5, 0.5, 0), (), 10, 0,
+                          shared).feasible
+
+
+MS_5 = MigrationCost(MS, 5, 5, 5, 0)
+PT_30 = MigrationCost(PT, 300, 0, 30, 0)
+
+
+@pytest.mark.parametrize("current, candidate, costs, observed, migrate, strategy", [
+    # Falls behind: move at once, by Moving State even where Parallel Track is cheaper, since
+    # the old plan would go on falling behind beside the new one.
+    (PlanCost(1.5, 1.5, 0), PlanCost(0.5, 0.5, 0), [MS_5, MigrationCost(PT, 300, 0, 1, 0)],
+     None, True, MS),
+    # The model says it keeps up, the batches say it does not.
+    (PlanCost(0.9, 0.9, 0), PlanCost(0.5, 0.5, 0), [MS_5], 1.3, True, MS),
+    # 10 % better: within the 20 % margin.
+    (PlanCost(0.5, 0.5, 0), PlanCost(0.45, 0.45, 0), [MS_5], None, False, None),
+    # Saves 0.2 s per second: Moving State's 5 s pay back in 25 s, Parallel Track's 30 in 150.
+    (PlanCost(0.5, 0.5, 0), PlanCost(0.3, 0.3, 0), [MS_5, PT_30], None, True, MS),
+    # Saves 0.001 s per second of 0.004: 25 % but 5000 s to pay back, beyond 600 s.
+    (PlanCost(0.004, 0.004, 0), PlanCost(0.003, 0.003, 0), [MS_5], None, False, None),
+    # Never to a plan that does not keep up.
+    (PlanCost(1.5, 1.5, 0), PlanCost(1.2, 1.2, 0), [MS_5], None, False, None),
+    # Parallel Track alone priced, and the machine cannot run both plans.
+    (PlanCost(0.5, 0.5, 0), PlanCost(0.1, 0.1, 0), [MigrationCost(PT, 300, 0, 30, 0, False)],
+     None, False, None),
+])
+def test_hysteresis_rule(current, candidate, costs, observed, migrate, strategy):
+    decision = decide(current, candidate, costs, Objective(), margin=0.2, horizon=600,
+                      observed_load=observed)
+    assert decision.migrate is migrate, decision.reason
+    assert (decision.cost.strategy if decision.cost else None) == (strategy if migrate else None)
+
+
+def batch(tuples, seconds=1.0, wall=0.5, **crossings):
+    return BatchObservation(tuples, seconds, wall, crossings)
+
+
+def test_monitor_estimates_the_recent_batches():
+    monitor = Monitor(recent=3, band=0.25, confirm=2)
+    monitor.observe(batch(1000))
+    monitor.observe(batch(0, seconds=0, wall=0.1))  # an idle trigger is not a batch
+    monitor.observe(batch(2000, seconds=2.0, select_1=1000))
+    assert monitor.estimate() is None  # two batches of the three it rests on
+    monitor.observe(batch(3000, seconds=0.5, wall=1.0, select_1=500))
+    observed = monitor.estimate()
+    # Sums over the batches: 6000 tuples in 3.5 s of event time, 2.0 s of wall time.
+    assert observed.rate == pytest.approx(6000 / 3.5)
+    assert observed.load == pytest.approx(2.0 / 3.5)
+    assert observed.selectivity == {"select_1": pytest.approx(1500 / 6000)}
+
+
+def test_monitor_is_due_only_on_a_confirmed_shift():
+    monitor = Monitor(recent=1, band=0.25, confirm=3)
+    for tuples in (1100, 900, 1200):  # within 25 % of the planned 1000/s
+        monitor.observe(batch(tuples))
+        assert not monitor.due(1000)
+    monitor.observe(batch(5000))  # one noisy batch
+    assert not monitor.due(1000)
+    monitor.observe(batch(1000))
+    assert not monitor.due(1000)
+    for step in range(3):  # the rate stays at 20,000/s
+        monitor.observe(batch(20_000))
+        assert monitor.due(1000) is (step == 2)
+    monitor.reset()
+    assert monitor.estimate() is None and not monitor.due(20_000)
+    # A plan that falls behind is due as well, at the rate it was chosen for.
+    for step in range(3):
+        monitor.observe(batch(1000, wall=1.4))
+        assert monitor.due(1000) is (step == 2)
