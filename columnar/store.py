@@ -170,6 +170,20 @@ class ColumnarStore:
         if keep:
             self.append(query, table.table, rows, batch_id, over(table.stored_sql()))
 
+    def take_over(self, previous: str, query: str, tables: Iterable[str]) -> int:
+        """Copy ``tables`` from ``previous``'s schema into ``query``'s: the window state of a
+        plan that a run migrates from, which the plan it migrates to keeps alike. Their rows
+        count as batch -1, which no batch of the new plan takes back. Returns the rows copied."""
+        old, new, copied = schema_name(previous), schema_name(query), 0
+        for table in tables:
+            if not self._exists(old, table):  # no row of it had arrived
+                continue
+            self._run(f"CREATE OR REPLACE TABLE {new}.{table} AS "
+                      f"SELECT * REPLACE (-1::BIGINT AS _batch) FROM {old}.{table}")
+            self._created.add(f"{new}.{table}")
+            copied += self.rows(query, table)
+        return copied
+
     def rebuild_panes(self, query: str, pane: PaneTable) -> None:
         """Compute a pane table anew from the rows its source table holds."""
         schema = schema_name(query)
@@ -240,39 +254,62 @@ class ColumnarStore:
         return batch_id, self.progress(query, before=batch_id + 1)
 
     def arrived(self, query: str, batch_id: int, first_ts: datetime | None,
-                frontiers: dict[str, datetime]) -> None:
+                frontiers: dict[str, datetime], results: str | None = None) -> None:
         """Record how far a batch's arrivals complete the crossings, once its rows are
         appended. A replayed batch first takes back what it and later batches committed: their
-        results and progress are evaluated again."""
-        schema = schema_name(query)
+        results and progress are evaluated again. ``results``: the query whose results table
+        the batches write (default ``query``; a migrated run's plans share their run's)."""
+        schema, into = schema_name(query), schema_name(results or query)
         with self._transaction():
             # Asked of the catalog in this transaction's snapshot: the evaluator's connection
             # creates the table, and a cache could know of it before this snapshot does.
-            if self._exists(schema, "results"):
-                self._run(f"DELETE FROM {schema}.results WHERE batch_id >= ?", [batch_id])
+            if self._exists(into, "results"):
+                self._run(f"DELETE FROM {into}.results WHERE batch_id >= ?", [batch_id])
             self._run(f"DELETE FROM {schema}.progress WHERE batch_id >= ?", [batch_id])
             self._run(f"INSERT INTO {schema}.progress VALUES (?, ?, NULL, ?)",
                       [batch_id, first_ts,
                        json.dumps({k: v.isoformat() for k, v in frontiers.items()})])
 
     def commit(self, query: str, batch_id: int, rows: pa.Table | None,
-               last_end: datetime | None) -> int:
+               last_end: datetime | None, results: str | None = None) -> int:
         """Record the results of an arrived batch's evaluation and the last window_end it
         evaluated, in one transaction: a restart finds either both or neither, and evaluates
-        again from the last committed window_end."""
-        schema = schema_name(query)
+        again from the last committed window_end. ``results`` as for ``arrived``."""
+        schema, into = schema_name(query), schema_name(results or query)
         with self._transaction():
             if rows is not None:
                 with self._view("__results", rows):
-                    self._run(f"CREATE TABLE IF NOT EXISTS {schema}.results AS "
+                    self._run(f"CREATE SCHEMA IF NOT EXISTS {into}")
+                    self._run(f"CREATE TABLE IF NOT EXISTS {into}.results AS "
                               "SELECT 0::BIGINT AS batch_id, * FROM __results LIMIT 0")
-                    self._run(f"DELETE FROM {schema}.results WHERE batch_id = ?", [batch_id])
-                    self._run(f"INSERT INTO {schema}.results SELECT ?::BIGINT, * FROM __results",
+                    self._run(f"DELETE FROM {into}.results WHERE batch_id = ?", [batch_id])
+                    self._run(f"INSERT INTO {into}.results SELECT ?::BIGINT, * FROM __results",
                               [batch_id])
             crash_point("duckdb-write", batch_id)
             self._run(f"UPDATE {schema}.progress SET last_end = ? WHERE batch_id = ?",
                       [last_end, batch_id])
         return 0 if rows is None else rows.num_rows
+
+    def last_result_end(self, results: str, batches: range) -> datetime | None:
+        """The latest window_end among the result rows that ``batches`` wrote into
+        ``results``'s table."""
+        if not self._exists(schema_name(results), "results"):
+            return None
+        return self._run(f"SELECT max(window_end) FROM {schema_name(results)}.results "
+                         "WHERE batch_id >= ? AND batch_id < ?",
+                         [batches.start, batches.stop])[0][0]
+
+    def move_results(self, query: str, target: str) -> int:
+        """Move ``query``'s result rows into ``target``'s results table, in one transaction."""
+        source, into = schema_name(query), schema_name(target)
+        if not self._exists(source, "results"):
+            return 0
+        with self._transaction():
+            self._run(f"CREATE TABLE IF NOT EXISTS {into}.results AS "
+                      f"SELECT * FROM {source}.results LIMIT 0")
+            moved = self._run(f"INSERT INTO {into}.results SELECT * FROM {source}.results")[0][0]
+            self._run(f"DELETE FROM {source}.results")
+        return moved
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
@@ -318,11 +355,13 @@ class ColumnarStore:
                                          "WHERE suite = ?", [suite])}
 
     def recent(self, log: str, query: str, limit: int = 10) -> list[dict]:
-        """The latest rows of a log for ``query``, newest first."""
+        """The latest rows of a log for ``query`` and the plans it migrated to
+        (``<query>__plan<n>``, ``tandem/migration.py``), newest first."""
         if not self.logged(log):
             return []
-        return self.query(f"SELECT * FROM {LOG_SCHEMA}.{log} WHERE query = ? "
-                          "ORDER BY logged_at DESC LIMIT ?", [query, limit])
+        return self.query(f"SELECT * FROM {LOG_SCHEMA}.{log} WHERE query = ? OR "
+                          "starts_with(query, ? || '__plan') ORDER BY logged_at DESC LIMIT ?",
+                          [query, query, limit])
 
     def has_results(self, query: str) -> bool:
         return self.has_table(query, "results")

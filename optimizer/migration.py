@@ -36,8 +36,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from optimizer.cost import DUCKDB, SPARK, CostModel, Objective, PlanCost
-from optimizer.logical import Aggregate, Join, LogicalPlan, Node, windows
-from optimizer.physical import after_mig, db_fragments, plan_cost
+from optimizer.logical import Aggregate, Join, LogicalPlan, Node, signature, windows
+from optimizer.optimizer import Optimization
+from optimizer.physical import PhysicalPlan, after_mig, db_fragments
 
 MS, PT = "ms", "pt"
 STRATEGIES = (MS, PT)
@@ -50,7 +51,8 @@ MATCH_SECONDS = 1e-7
 class State:
     """The contents of open windows that a placement keeps for one relation."""
 
-    relation: str  # the relation's id (LogicalPlan.relation_ids)
+    relation: str  # the relation's id in its plan (LogicalPlan.relation_ids)
+    schema: str  # Zhu's state schema: the relation's structure (logical.signature), any plan
     form: str  # ROWS: its tuples; PARTIALS: a partial aggregate per open (window, group)
     engine: str
     tuples: float  # held at the catalog's rate (Zhu's |S|)
@@ -79,15 +81,18 @@ class MigrationCost:
     feasible: bool = True  # PT: the machine runs both plans and keeps up (Sec. 12.3.2)
 
 
-def states(plan: LogicalPlan, placement: dict[str, str], model: CostModel) -> tuple[State, ...]:
-    """The states a placement keeps between micro-batches, one per (relation, form, engine)."""
-    st = model.stats
+def states(physical: PhysicalPlan, model: CostModel) -> tuple[State, ...]:
+    """The states a placement keeps between micro-batches, one per (relation, form, engine).
+    A DuckDB table of rows that Spark's stateful operators tagged with their window_end holds
+    only window_ends not evaluated yet: their state is the Spark operator's."""
+    plan, placement, st = physical.logical, physical.placement, model.stats
     found: dict[tuple[str, str, str], State] = {}
 
     def keep(node: Node, form: str, engine: str, tuples: float, u: float) -> None:
         window = max(w.size for w in windows(node))
-        state = State(plan.relation_ids[node], form, engine, tuples, window, window * u)
-        found.setdefault((state.relation, form, engine), state)
+        state = State(plan.relation_ids[node], signature(node), form, engine, tuples, window,
+                      window * u)
+        found.setdefault((state.schema, form, engine), state)
 
     after = after_mig(plan, placement)  # Spark operators over complete window_ends: no state
     for op in plan.operators:
@@ -103,7 +108,7 @@ def states(plan: LogicalPlan, placement: dict[str, str], model: CostModel) -> tu
     for root, fragment in db_fragments(plan, placement).items():
         engine = placement[plan.ids[root]]
         cost = model.db(fragment, root, partitioned=engine != DUCKDB)
-        inputs = model.db_inputs(fragment)
+        inputs = [n for n in model.db_inputs(fragment) if not n.instantiated]
         arrival = (cost.u - cost.evaluation) / max(len(inputs), 1)  # moves in, partials' upkeep
         for node in inputs:
             keep(node, ROWS, engine, st[node].cardinality, arrival)
@@ -114,24 +119,25 @@ def match(old: tuple[State, ...], new: tuple[State, ...]) -> Matching:
     """States match when they hold the same relation in the same form in the central DuckDB,
     whose tables outlive a plan. Spark's state and the partitions' files belong to the old
     plan's streaming query and are rebuilt for the new one."""
-    shared = {(s.relation, s.form) for s in old if s.engine == DUCKDB}
-    kept = tuple(s for s in new if s.engine == DUCKDB and (s.relation, s.form) in shared)
-    used = {(s.relation, s.form) for s in kept}
+    shared = {(s.schema, s.form) for s in old if s.engine == DUCKDB}
+    kept = tuple(s for s in new if s.engine == DUCKDB and (s.schema, s.form) in shared)
+    used = {(s.schema, s.form) for s in kept}
     return Matching(kept, tuple(s for s in new if s not in kept),
                     tuple(s for s in old if not (s.engine == DUCKDB
-                                                 and (s.relation, s.form) in used)))
+                                                 and (s.schema, s.form) in used)))
 
 
-def migration_costs(plan: LogicalPlan, old: dict[str, str], new: dict[str, str],
-                    model: CostModel, objective: Objective, *, lateness: float,
+def migration_costs(old: Optimization, new: Optimization, *, lateness: float,
                     restart: float) -> tuple[MigrationCost, MigrationCost]:
-    """Moving State's and Parallel Track's costs of migrating ``plan`` from placement ``old``
-    to ``new`` at the model's rate. ``restart``: seconds to stop the old plan's Spark query and
-    start the new one's."""
-    before, after = states(plan, old, model), states(plan, new, model)
-    return (moving_state(plan, before, after, model, restart),
-            parallel_track(plan_cost(plan, old, model), plan_cost(plan, new, model), after,
-                           max(w.size for w in windows(plan.root)), lateness, objective))
+    """Moving State's and Parallel Track's costs of migrating from the plan ``old`` to the plan
+    ``new``, both optimised at the same rate (their logical plans may differ: states match by
+    their schema). ``restart``: seconds to stop the old plan's Spark query and start the new
+    one's."""
+    before, after = states(old.plan, old.model), states(new.plan, new.model)
+    return (moving_state(new.logical, before, after, new.model, restart),
+            parallel_track(old.plan.cost, new.plan.cost, after,
+                           max(w.size for w in windows(new.logical.root)), lateness,
+                           new.objective))
 
 
 def moving_state(plan: LogicalPlan, old: tuple[State, ...], new: tuple[State, ...],
@@ -170,6 +176,13 @@ def parallel_track(old_cost: PlanCost, new_cost: PlanCost, new: tuple[State, ...
     both = old_cost.combine(new_cost)
     return MigrationCost(PT, duration, 0.0, duration * new_cost.utilization,
                          sum(s.tuples for s in new), objective.feasible(both))
+
+
+def moved(old: dict[str, str], new: dict[str, str]) -> str:
+    """The operators a migration moves between placements, with their engines before and
+    after."""
+    return ", ".join(f"{op} {old.get(op)} → {engine}" for op, engine in new.items()
+                     if old.get(op) != engine) or "no operator"
 
 
 @dataclass(frozen=True)

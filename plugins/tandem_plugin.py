@@ -8,6 +8,8 @@ depends on Airflow's: the JWT of a logged-in user, from the UI's cookie or a bea
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import asdict
 from html import escape
 
@@ -18,6 +20,7 @@ from fastapi.responses import HTMLResponse
 
 from columnar.inspect import ROW_LIMIT, Refused, read_only_query
 from optimizer.errors import TandemError
+from optimizer.migration import moved
 from tandem import settings
 from tandem.inspection import Overview, PlanNode, overview, queries
 
@@ -76,13 +79,34 @@ def _table(columns: list[str], rows: list) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
+def _engines(placement: str | None) -> str:
+    """A placement (JSON, operator -> engine) as its engines' counts."""
+    engines = list(json.loads(placement or "{}").values())
+    return ", ".join(f"{engines.count(e)} {e}" for e in sorted(set(engines))) or "-"
+
+
+def _seconds(x: float) -> str:
+    return "-" if math.isnan(x) else f"{x:.1f}"
+
+
 def _overview(o: Overview) -> str:
     state = ('<span class="feasible">feasible</span>' if o.feasible
              else '<span class="infeasible">not feasible</span>')
-    runs = (_table(["logged at (UTC)", "source", "tuples", "wall s", "tuples/s", "result rows"],
-                   [(r["logged_at"], r["source"], f"{r['tuples']:,}", f"{r['wall_seconds']:.1f}",
-                     f"{r['throughput']:,.0f}", f"{r['result_rows']:,}") for r in o.runs])
+    runs = (_table(["logged at (UTC)", "plan", "placement", "source", "tuples", "wall s",
+                    "tuples/s", "result rows"],
+                   [(r["logged_at"], r["query"], _engines(r["placement"]), r["source"],
+                     f"{r['tuples']:,}", f"{r['wall_seconds']:.1f}", f"{r['throughput']:,.0f}",
+                     f"{r['result_rows']:,}") for r in o.runs])
             if o.runs else f"<p>{escape(o.runs_note)}</p>")
+    migrations = (_table(
+        ["logged at (UTC)", "migration", "strategy", "moved", "reason", "duration s",
+         "output silence s", "event time read again s", "tables taken over"],
+        [(m["logged_at"], m["number"], m["strategy"], moved(json.loads(m["old"]), json.loads(m["new"])), m["reason"],
+          _seconds(m["duration_seconds"]), _seconds(m["silence_seconds"]),
+          f"{m['replayed_seconds']:g}", ", ".join(json.loads(m["taken"])) or "none")
+         for m in o.migrations])
+        if o.migrations else "<p>No migration yet: <code>tandem run --adaptive</code> migrates "
+        "a running query's plan when the statistics call for it.</p>")
     checked = (_table(["validated at (UTC)", "suite", "file or table", "rows", "failed expectations"],
                       [(v["validated_at"], v["suite"], v["target"], f"{v['rows']:,}",
                         v["failed"] or "none") for v in o.validations])
@@ -105,6 +129,7 @@ bottleneck cost {_number(o.bottleneck_cost)}, utilization cost {_number(o.utiliz
 Costs are per operator (a DB-op's members share its costs).</p>
 <ul class="plan">{_tree(o.plan)}</ul></section>
 <section><h2>Last runs</h2>{runs}</section>
+<section id="migrations"><h2>Plan migrations</h2>{migrations}</section>
 <section id="validations"><h2>Great Expectations</h2>{checked}</section>
 <section><h2>DuckDB SQL of the DB-ops</h2>{db_ops}</section>"""
 

@@ -51,13 +51,21 @@ from pyspark.sql import functions as F
 
 from columnar.crash import JVM, crash_point
 from columnar.crash import VARIABLE as CRASH
-from columnar.fragment_sql import Fragment, fragments, input_table, read_sql, rows_kept
+from columnar.fragment_sql import (
+    Fragment,
+    FragmentInput,
+    PaneTable,
+    fragments,
+    input_table,
+    read_sql,
+    rows_kept,
+)
 from columnar.store import ColumnarStore
 from optimizer.catalog import DEFAULT_TIME_DISTANCE
 from optimizer.deployment import Deployment
 from optimizer.errors import TandemError
 from optimizer.keys import partition_keys
-from optimizer.logical import Node
+from optimizer.logical import LogicalPlan, Node, signature
 from rowstream.buckets import WHOLE_PLAN
 from rowstream.dsps import HEARTBEAT, Streaming, apply
 from rowstream.eventtime import EPOCH, LATE, watermark
@@ -150,6 +158,53 @@ class Gathered:
     high_water: datetime | None = None  # with the native gateway, after the batch
 
 
+@dataclass(frozen=True)
+class Layout:
+    """Where a deployed plan keeps its window state in the driver's DuckDB."""
+
+    plan: LogicalPlan
+    crossings: dict[str, Node]  # relation id -> every relation leaving Spark's operators
+    fragments: dict[str, Fragment]
+    panes: list[PaneTable]  # the central DB-ops' partial aggregates per pane
+    kept: set[str]  # the input tables whose rows the store keeps (``rows_kept``)
+    central: dict[str, Node]  # the crossings whose rows the driver needs
+    tables: list[FragmentInput]  # every table the evaluations read and purge
+
+    def stored(self, rid: str) -> tuple:
+        """How the rows of the stream's relation ``rid`` are kept: the relation's structure,
+        its table if its rows are kept, and the pane tables they feed. A plan that a run
+        migrates to takes over the tables of a relation stored alike (Zhu's state matching)."""
+        node = self.crossings[rid]
+        table = input_table(node, self.plan)
+        return (signature(node), table if table.table in self.kept else None,
+                tuple(p for p in self.panes if p.source.table == table.table))
+
+
+def layout(deployment: Deployment) -> Layout:
+    plan = deployment.physical.logical
+    crossings = {deployment.relation_id(n): n for n in deployment.crossings}
+    found = {f.id: f for f in fragments(deployment.physical)}
+    on_partitions = {s.db_op for s in deployment.steps if s.partitioned}
+    central = [f for f in found.values() if f.id not in on_partitions]
+    # Every table of the part after the MIG in the driver's DuckDB: the crossings', and
+    # those of Spark operators' rows that a DB-op reads.
+    panes = [p for f in central for p in f.panes]
+    kept = rows_kept(deployment, central)
+    sources = {t.table for f in central for t in f.sources} | kept
+    elsewhere = {t.table for f in found.values() if f.id in on_partitions
+                 for t in f.sources} - sources
+    tables = {t.table: t for t in (input_table(n, plan) for n in crossings.values())
+              if t.table in kept}
+    for fragment in central:
+        tables.update({t.table: t for t in fragment.inputs})
+    tables.update({p.table.table: p.table for p in panes})
+    # The crossings whose rows the driver needs: all but those only partitions read.
+    return Layout(plan, crossings, found, panes, kept,
+                  {rid: n for rid, n in crossings.items()
+                   if input_table(n, plan).table not in elsewhere},
+                  list(tables.values()))
+
+
 @dataclass
 class Mig:
     """The ``foreachBatch`` callable of a deployed plan; ``stream`` builds what it reads."""
@@ -165,34 +220,28 @@ class Mig:
     spark_design: str = "built-in"  # one of SPARK_DESIGNS ("buckets": pure-Spark plans only)
     native: bool = False  # Spark's file sources: the MIG judges the rows (rowstream/native.py)
     time_distance: float = DEFAULT_TIME_DISTANCE  # for the input suite, with ``native``
+    # A plan a run migrated to (``tandem/migration.py``) keeps its state under its own name and
+    # writes its results into the run's (``results``), numbering its batches from
+    # ``batch_base``; it evaluates the window_ends after ``floor``, the last its run evaluated.
+    results: str | None = None
+    batch_base: int = 0
+    floor: datetime | None = None
+    # The stream relations whose tables it took over from the plan before, which hold their
+    # rows before ``taken_until``: the rows it reads again, to rebuild its other states, skip them.
+    taken: frozenset[str] = frozenset()
+    taken_until: datetime | None = None
     transfers: Transfers = field(default_factory=Transfers)
     finished: bool = False
     failure: Exception | None = None  # what stopped a micro-batch
+    paused: bool = False  # takes no more batches: its run stops
 
     def __post_init__(self):
         plan = self.deployment.physical.logical
         self.plan = plan
         self.step = timedelta(seconds=plan.root.slide)
-        self.crossings = {self.deployment.relation_id(n): n for n in self.deployment.crossings}
-        self.fragments = {f.id: f for f in fragments(self.deployment.physical)}
-        on_partitions = {s.db_op for s in self.deployment.steps if s.partitioned}
-        central = [f for f in self.fragments.values() if f.id not in on_partitions]
-        # Every table of the part after the MIG in the driver's DuckDB: the crossings', and
-        # those of Spark operators' rows that a DB-op reads.
-        self.panes = [p for f in central for p in f.panes]
-        self.kept = rows_kept(self.deployment, central)
-        sources = {t.table for f in central for t in f.sources} | self.kept
-        elsewhere = {t.table for f in self.fragments.values() if f.id in on_partitions
-                     for t in f.sources} - sources
-        # The crossings whose rows the driver needs: all but those only partitions read.
-        self.central = {rid: n for rid, n in self.crossings.items()
-                        if input_table(n, plan).table not in elsewhere}
-        tables = {t.table: t for t in (input_table(n, plan) for n in self.crossings.values())
-                  if t.table in self.kept}
-        for fragment in central:
-            tables.update({t.table: t for t in fragment.inputs})
-        tables.update({p.table.table: p.table for p in self.panes})
-        self.tables = list(tables.values())
+        found = layout(self.deployment)
+        self.crossings, self.fragments, self.panes = found.crossings, found.fragments, found.panes
+        self.kept, self.central, self.tables = found.kept, found.central, found.tables
         # SQL that reads a crossing's rows for the window_ends, built once, not per micro-batch.
         self.reads = {rid: read_sql(node, plan) for rid, node in self.crossings.items()}
         self.root = plan.relation_ids[plan.root]
@@ -204,6 +253,7 @@ class Mig:
                 self.spark.conf.set(name, value)
         self._planned: dict[int, datetime | None] = {}  # batch -> last window_end it evaluates
         self.evaluator = self.store.cursor()
+        self._releasing = threading.Lock()  # results go where ``release`` says, all or none
         self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"tandem-{self.query}")
         self._pending: Future | None = None
 
@@ -236,8 +286,10 @@ class Mig:
                       parts, source.select(*scan))
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        if self.paused:  # the run stops here for a migration: this batch is the next plan's
+            return
         try:
-            arrival = self._arrive(batch, batch_id, time.perf_counter())
+            arrival = self._arrive(batch, self.batch_base + batch_id, time.perf_counter())
             self._wait()  # one evaluation at a time, in batch order
             self._pending = self._thread.submit(self._evaluate_batch, arrival)
             if self.direct:
@@ -267,6 +319,19 @@ class Mig:
                 batch_id, time.perf_counter(), 0, None, 0, 0, progress.first_ts,
                 progress.frontiers, None))
             self._wait()
+
+    def release(self, results: str) -> int:
+        """Move the results held in this plan's own table into ``results``'s, and write there
+        from now on: Parallel Track's new plan, once the old one has emitted its last window
+        (``tandem/migration.py``). Returns the rows released."""
+        with self._releasing:
+            store = self.store.cursor()
+            try:
+                released = store.move_results(self.query, results)
+            finally:
+                store.close()
+            self.results = results
+        return released
 
     def busy(self) -> bool:
         """An evaluation is pending."""
@@ -299,7 +364,7 @@ class Mig:
         before = self.store.progress(self.query, before=batch_id)
         frontiers = dict(before.frontiers)
         if self.partitioned:
-            files = self._files(batch_id) if self.native else []
+            files = self._files(batch_id - self.batch_base) if self.native else []
             spread = (self._judge_in_executors(batch, files, before) if self.native
                       else batch)
             spread.persist()  # read by the driver's jobs, then exchanged to the partitions
@@ -332,12 +397,16 @@ class Mig:
                 results = self._final(rows)
             else:
                 table = input_table(node, self.plan)
+                if rid in self.taken:
+                    rows = rows.filter(pc.greater_equal(
+                        rows.column(table.time_column),
+                        pa.scalar(self.taken_until, rows.schema.field(table.time_column).type)))
                 self.store.append_input(self.query, table, rows, batch_id, self.panes,
                                         keep=table.table in self.kept)
         ends = partitioned = None
         if spread is not None:
             # The partitions evaluate now: their rows are in the executors, not here.
-            last = self._planned.get(batch_id - 1, before.last_end)
+            last = self._planned.get(batch_id - 1, before.last_end or self.floor)
             ends = self._complete_ends(last, first_ts, frontiers)
             self._planned[batch_id] = ends[-1] if ends else last
             partitioned = {}
@@ -346,7 +415,8 @@ class Mig:
                 self.transfers.add(tuples, size)  # into the partitions' DuckDBs
             spread.unpersist()
         crash_point("arrival", batch_id)
-        self.store.arrived(self.query, batch_id, first_ts, frontiers)
+        with self._releasing:
+            self.store.arrived(self.query, batch_id, first_ts, frontiers, self.results)
         rules = {c["values"]: c["counts"]
                  for c in pc.value_counts(got.quarantined.column("rule")).to_pylist()}
         return Arrival(batch_id, started, got.tuples, got.latest, got.quarantined.num_rows, late,
@@ -414,7 +484,7 @@ class Mig:
     def _judge(self, everything: pa.Table, batch_id: int, before) -> tuple[pa.Table, Admission]:
         """The native gateway's rows judged by the input suite and lateness: the admitted rows
         of the batch (every relation's columns), and the verdicts."""
-        files = self._files(batch_id)
+        files = self._files(batch_id - self.batch_base)
         judged = admit_batch(pl.from_arrow(relation_rows(everything, STREAM)).drop(HEARTBEAT), files,
                              high_water=before.frontiers.get(HIGH_WATER),
                              lateness=self.lateness, slide=self.plan.root.slide,
@@ -427,7 +497,7 @@ class Mig:
         try:
             store, batch_id = self.evaluator, arrival.batch_id
             # The evaluation of the batch before has committed: its last window_end is final.
-            last = store.progress(self.query, before=batch_id).last_end
+            last = store.progress(self.query, before=batch_id).last_end or self.floor
             ends = arrival.ends if arrival.ends is not None else self._complete_ends(
                 last, arrival.first_ts, arrival.frontiers)
             results = arrival.results
@@ -440,7 +510,8 @@ class Mig:
             crash_point("evaluation", batch_id)
             self._crash_after_spark_commit(batch_id)
             last_end = ends[-1] if ends else last
-            count = store.commit(self.query, batch_id, results, last_end)
+            with self._releasing:
+                count = store.commit(self.query, batch_id, results, last_end, self.results)
             if ends and not self.direct:
                 # One batch behind: a replay of this batch still finds the rows it needs.
                 store.purge(self.query, self.tables, ends[0])
@@ -458,7 +529,7 @@ class Mig:
         commit log once ``foreachBatch`` returns, while this thread evaluates)."""
         if os.environ.get(CRASH) != f"spark-committed:{batch_id}" or self.checkpoint is None:
             return
-        committed = Path(self.checkpoint) / "commits" / str(batch_id)
+        committed = Path(self.checkpoint) / "commits" / str(batch_id - self.batch_base)
         for _ in range(6000):
             if committed.exists():
                 break
@@ -533,12 +604,16 @@ class Mig:
         return rows
 
     def _final(self, rows: pa.Table) -> pa.Table:
-        """The result columns, up to a finite stream's last window_end."""
+        """The result columns, after the floor and up to a finite stream's last window_end:
+        a plan that a run migrated to emits, while it rebuilds its state, windows that the
+        plan before it evaluated."""
         rows = rows.select(list(self.plan.root.columns))
-        if self.final_end is None or rows.num_rows == 0:
-            return rows
-        return rows.filter(pc.less_equal(rows.column("window_end"),
-                                         pa.scalar(self.final_end, pa.timestamp("us"))))
+        ends, instant = rows.column("window_end"), pa.timestamp("us")
+        if self.final_end is not None and rows.num_rows:
+            rows = rows.filter(pc.less_equal(ends, pa.scalar(self.final_end, instant)))
+        if self.floor is not None and rows.num_rows:
+            rows = rows.filter(pc.greater(rows.column("window_end"), pa.scalar(self.floor, instant)))
+        return rows
 
 
 def quarantine_rows(frame: pl.DataFrame) -> pa.Table:

@@ -67,21 +67,23 @@ class _GeneratorReader(DataSourceStreamReader):
         # Event time before ``begin`` is not generated (a benchmark loaded it into DuckDB).
         begin = float(options.get("begin", 0.0))
         warmup = min(max(float(options.get("warmup", 0.0)), begin), self.duration)
-        bounds = [min(begin + k * WARMUP_SPAN, warmup)
-                  for k in range(math.ceil((warmup - begin) / WARMUP_SPAN) + 1)]
+        # A plan a run migrated to reads the open windows' event time again in one batch.
+        warmup_span = float(options.get("warmup_span", WARMUP_SPAN))
+        bounds = [min(begin + k * warmup_span, warmup)
+                  for k in range(math.ceil((warmup - begin) / warmup_span) + 1)]
         steps = math.ceil((self.duration - warmup) / self.span - 1e-9)
         self.bounds = sorted(set(bounds) | {min(warmup + k * self.span, self.duration)
                                             for k in range(steps + 1)})
         self.data_batches = len(self.bounds) - 1
 
     def _plugs(self):
-        from tandem.workload import SmartPlugs  # imported in the Python worker
+        from tandem.workload import SmartPlugs, parse_steps  # imported in the Python worker
 
         o = self.options
         return SmartPlugs(rate=float(o["rate"]), seed=int(o.get("seed", 2014)),
                           houses=int(o.get("houses", 40)),
                           households_per_house=int(o.get("households_per_house", 10)),
-                          plugs=int(o.get("plugs", 2125)))
+                          plugs=int(o.get("plugs", 2125)), steps=parse_steps(o.get("steps", "")))
 
     def initialOffset(self) -> dict:
         return {"batch": 0}
@@ -143,7 +145,8 @@ def _good(table: pa.Table) -> pa.Table:
 
 class SmartPlugSource(DataSource):
     """``spark.readStream.format("tandem_smartplugs")`` with options rate, duration, span,
-    slide, flush, warmup, begin, seed, houses, households_per_house and plugs."""
+    slide, flush, warmup, warmup_span, begin, steps (``tandem.workload.parse_steps``), seed,
+    houses, households_per_house and plugs."""
 
     @classmethod
     def name(cls) -> str:
@@ -158,11 +161,13 @@ class SmartPlugSource(DataSource):
 
 def generator_stream(spark: SparkSession, *, rate: float, duration: float, span: float,
                      slide: float, flush: float = 0.0, warmup: float = 0.0, begin: float = 0.0,
+                     warmup_span: float = WARMUP_SPAN, steps: str = "",
                      **topology) -> DataFrame:
     spark.dataSource.register(SmartPlugSource)
     reader = (spark.readStream.format(GENERATOR).option("rate", rate)
               .option("duration", duration).option("span", span).option("slide", slide)
-              .option("flush", flush).option("warmup", warmup).option("begin", begin))
+              .option("flush", flush).option("warmup", warmup).option("begin", begin)
+              .option("warmup_span", warmup_span).option("steps", steps))
     for key, value in topology.items():
         reader = reader.option(key, value)
     return reader.load()

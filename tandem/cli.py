@@ -21,6 +21,7 @@ from rich.tree import Tree
 
 from optimizer.errors import QueryError, TandemError
 from optimizer.logical import Node, Window
+from optimizer.migration import moved
 from tandem.explain import Explanation, explain
 
 app = typer.Typer(help="Tandem: windowed SPJA continuous queries across Spark and DuckDB.",
@@ -155,12 +156,24 @@ def run_command(
     lateness: Lateness = None,
     stall_timeout: Annotated[float, typer.Option(min=1.0, help="Stop with an error when no micro-batch finishes for this long, seconds.")] = 600.0,
     gateway: Annotated[str, typer.Option(help="How a landing directory is read: auto (Spark's own file source where it fits), native or python (docs/execution.md).")] = "auto",
+    adaptive: Annotated[bool, typer.Option(help="Re-optimise at the observed rate and migrate the plan live when a better one pays for its migration (docs/adaptive.md); `tandem migrate` asks for a migration by hand.")] = False,
+    steps: Annotated[str, typer.Option(help="Rate steps of the generator: SECOND:RATE,... (60:40000,120:2000).")] = "",
 ) -> None:
     """Optimise QUERY (unless --placement forces a plan), deploy it on Spark and DuckDB, run it."""
+    from tandem.migration import run_adaptive
     from tandem.run import by_rule, landing_format, run  # imports Spark: only to run
     from tandem.settings import spark_log_path, store_path
+    from tandem.workload import parse_steps
 
     store = store or str(store_path())
+    with user_errors(query):
+        try:
+            rate_steps = parse_steps(steps)
+        except ValueError as err:
+            raise TandemError(f"--steps: {err}") from None
+        if adaptive and (source != "generator" or resume):
+            raise TandemError("--adaptive runs over the generator, from the start: a landing "
+                              "directory's stream cannot be read again from an event time")
     with user_errors(query):
         plan = explain(query, rate=rate, catalog=catalog, profile=profile, placement=placement,
                        file_format=landing_format(source))
@@ -198,12 +211,24 @@ def run_command(
             progress["rows"] += report.result_rows
             live.update(view())
 
+        def on_migration(migration) -> None:
+            live.console.print(f"[bold]migration {migration.number}[/] ({migration.strategy}): "
+                               f"{moved(migration.old, migration.new)}; {migration.reason}; "
+                               f"reading {migration.replayed_seconds:g} s of event time again",
+                               highlight=False)
+
         with user_errors(query), engine_output_to(spark_log_path(store)):
-            summary = run(query, placement=placement, rate=rate, duration=duration, batch=batch,
-                          source=source, catalog=catalog, profile=profile, store=store,
-                          resume=resume, spark_design=spark_design, on_batch=on_batch,
-                          explanation=plan, lateness=lateness, stall_timeout=stall_timeout,
-                          gateway=gateway)
+            if adaptive:
+                summary = run_adaptive(query, rate=rate, duration=duration, batch=batch,
+                                       steps=rate_steps, placement=placement, store=store,
+                                       catalog=catalog, profile=profile, lateness=lateness,
+                                       on_batch=on_batch, on_migration=on_migration).combined()
+            else:
+                summary = run(query, placement=placement, rate=rate, duration=duration,
+                              batch=batch, source=source, catalog=catalog, profile=profile,
+                              store=store, resume=resume, spark_design=spark_design,
+                              on_batch=on_batch, explanation=plan, lateness=lateness,
+                              stall_timeout=stall_timeout, gateway=gateway, steps=rate_steps)
     inspect = f"SELECT * FROM {summary.results_table} ORDER BY window_end LIMIT 20"
     console.print()
     console.print(
@@ -212,17 +237,37 @@ def run_command(
         f"{summary.result_rows:,} result rows, {summary.quarantined:,} quarantined rows "
         f"({summary.late:,} later than the allowed lateness of {summary.lateness:g} s; Spark "
         f"dropped {summary.dropped_by_watermark:,} by its watermark{by_rule(summary.rules)}).")
-    moved = summary.transfers
+    transfers = summary.transfers
     console.print(f"Read by {READERS[summary.gateway]}.", highlight=False)
-    console.print(f"Moved to DuckDB: {moved.to_duckdb_tuples:,} tuples "
-                  f"({_bytes(moved.to_duckdb_bytes)}); back to Spark: {moved.to_spark_tuples:,} "
-                  f"tuples ({_bytes(moved.to_spark_bytes)}).")
+    console.print(f"Moved to DuckDB: {transfers.to_duckdb_tuples:,} tuples "
+                  f"({_bytes(transfers.to_duckdb_bytes)}); back to Spark: "
+                  f"{transfers.to_spark_tuples:,} tuples ({_bytes(transfers.to_spark_bytes)}).")
     if summary.quarantined:
         console.print(f"Quarantined rows, with their reason and origin: "
                       f"{summary.results_table.replace('results', 'quarantine')}.")
     console.print(f"Results: {summary.results_table} in {summary.store}. Inspect them with:")
     console.print(f"  python -c \"import duckdb; print(duckdb.connect('{summary.store}', "
                   f"read_only=True).sql('{inspect}'))\"", highlight=False, soft_wrap=True)
+
+
+@app.command("migrate")
+def migrate_command(
+    query: Query,
+    to: Annotated[str, typer.Option(help="The placement to migrate to: spark | duckdb | duckdb-partitioned | op=engine,...")],
+    strategy: Annotated[str, typer.Option(help="ms: Moving State (pause, move the matched state, rebuild the rest from the open windows, resume; docs/adaptive.md).")] = "ms",
+    store: Annotated[str | None, typer.Option(help="The DuckDB file of the run (default: tandem.duckdb in TANDEM_STATE, else .tandem).")] = None,
+    catalog: Catalog = None,
+    profile: Profile = None,
+) -> None:
+    """Ask the running `tandem run --adaptive` of QUERY to migrate its plan live."""
+    from tandem.migration import ask
+    from tandem.settings import store_path
+
+    store = store or str(store_path())
+    with user_errors(query):
+        path = ask(query, to, strategy, store, catalog=catalog, profile=profile)
+    console.print(f"Asked: the adaptive run of {query} over {store} migrates at its next "
+                  f"micro-batch ({path}).", highlight=False)
 
 
 @app.command("verify")

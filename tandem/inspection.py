@@ -39,6 +39,7 @@ class Overview:
     db_ops: list[dict]  # id, members, sql, explain
     runs: list[dict]  # newest first
     runs_note: str = ""  # why there are none to show
+    migrations: list[dict] = field(default_factory=list)  # newest first (tandem/migration.py)
     validations: list[dict] = field(default_factory=list)  # newest first (data_quality)
     quarantine: list[dict] = field(default_factory=list)  # rows per rule of the query's runs
 
@@ -66,14 +67,16 @@ def overview(query: str, store: Path | None = None) -> Overview:
     name = explanation.query.stem
     names = [name, microbatch_name(name)]
     runs, note = recent_runs(names, store or settings.store_path())
+    migrations, _ = recent_runs([name], store or settings.store_path(), log="migrations")
     validations, quarantine = data_quality(names, store or settings.store_path())
     return Overview(name, explanation.query.read_text(), shown["rate"], str(explanation.catalog),
                     shown["feasible"], shown["bottleneck_cost"], shown["utilization_cost"], root,
-                    db_ops, runs, note, validations, quarantine)
+                    db_ops, runs, note, migrations, validations, quarantine)
 
 
-def recent_runs(names: list[str], store: Path, limit: int = 10) -> tuple[list[dict], str]:
-    """The newest runs of any of ``names``, or none and the reason."""
+def recent_runs(names: list[str], store: Path, limit: int = 10,
+                log: str = "runs") -> tuple[list[dict], str]:
+    """The newest runs (or rows of another log) of any of ``names``, or none and the reason."""
     if not store.is_file():
         return [], f"no runs yet ({store} does not exist)"
     try:
@@ -81,7 +84,7 @@ def recent_runs(names: list[str], store: Path, limit: int = 10) -> tuple[list[di
     except StoreBusy:
         return [], "the store is busy: a run is writing to it; reload when it has ended"
     try:
-        runs = [run for name in names for run in columnar.recent("runs", name, limit)]
+        runs = [run for name in names for run in columnar.recent(log, name, limit)]
     finally:
         columnar.close()
     runs.sort(key=lambda r: r["logged_at"], reverse=True)

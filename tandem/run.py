@@ -34,7 +34,7 @@ from rowstream.session import spark_session
 from rowstream.sources import generator_stream, landing_stream, last_window_end
 from tandem.explain import Explanation, explain
 from tandem.settings import spark_log_path, spark_master
-from tandem.workload import SmartPlugs
+from tandem.workload import SmartPlugs, format_steps
 
 _STARTING = threading.Lock()
 # A run fails when no micro-batch finishes for this long, seconds. The slowest batches measured
@@ -43,6 +43,24 @@ STALL_TIMEOUT = 600.0
 ENDED_GRACE = 10.0  # a generated stream waited for after its last batch, seconds
 JVM_EXIT_SECONDS = 10.0  # how long a broken gateway waits for the JVM's launcher to exit
 OWNER = "tandem-run.json"  # in a checkpoint: the store and run it belongs to
+
+
+@dataclass(frozen=True)
+class Takeover:
+    """Where a plan that a run migrates to takes over from the one before it
+    (``tandem/migration.py``): it writes its run's results, numbers its batches from
+    ``batch_base``, and evaluates the window_ends after ``floor``. It reads the generated stream
+    from ``begin`` (seconds of event time), the open windows' part before ``replay_until`` in one
+    micro-batch, whose rows rebuild its state (Zhu's recomputed states)."""
+
+    results: str
+    batch_base: int
+    floor: datetime | None
+    begin: float
+    replay_until: float
+    previous: str  # the plan before's name: its schema holds the tables taken over
+    taken: frozenset[str] = frozenset()  # the stream relations whose tables it takes over
+    tables: tuple[str, ...] = ()  # those tables (rows and pane partials)
 
 
 @dataclass(frozen=True)
@@ -90,7 +108,9 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
         on_batch: Callable[[BatchReport], None] | None = None,
         explanation: Explanation | None = None, name: str | None = None,
         lateness: float | None = None, stall_timeout: float = STALL_TIMEOUT,
-        gateway: str = "auto") -> RunSummary:
+        gateway: str = "auto", steps: tuple[tuple[float, float], ...] = (),
+        takeover: Takeover | None = None,
+        on_start: Callable[[Mig], None] | None = None) -> RunSummary:
     """Run ``query`` for ``duration`` seconds of event time at ``rate`` tuples/s (generator), or
     over the files in the directory ``source``. ``batch`` is the event time per micro-batch
     (default: one slide). ``resume`` continues from the checkpoint of an earlier run;
@@ -108,7 +128,9 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
     a window_end is evaluated once the stream's latest event less L has passed it, and a row
     later than that goes to the quarantine (``rowstream/eventtime.py``). A run in which no
     micro-batch finishes for ``stall_timeout`` seconds stops with an error (``Watchdog``).
-    ``gateway`` is how a landing directory is read (``landing_gateway``)."""
+    ``gateway`` is how a landing directory is read (``landing_gateway``). ``steps``: the
+    generated stream's rate steps (``tandem.workload.SmartPlugs``). ``takeover``: this run is a
+    plan that another one's run migrated to. ``on_start`` gets the MIG once the query runs."""
     if spark_design not in SPARK_DESIGNS and spark_design not in WHOLE_PLAN:
         raise TandemError(f"Spark design {spark_design!r}: give one of {', '.join(SPARK_DESIGNS)}")
     explanation = explanation or explain(query, rate=rate, catalog=catalog, profile=profile,
@@ -123,6 +145,9 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
             on_batch(report)
 
     generated = source == "generator"
+    if takeover and not generated:
+        raise TandemError("a run migrates between plans over the generated stream only: a "
+                          "landing directory's stream cannot be read again from an event time")
     if not generated and not Path(source).is_dir():
         raise TandemError(f"--source {source!r}: give 'generator' or a landing directory "
                           "(CSV or Parquet files)")
@@ -149,7 +174,7 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
     native = gateway == "native"
     final_end = None
     if generated:
-        plugs = SmartPlugs(rate=rate, **(topology or {}))
+        plugs = SmartPlugs(rate=rate, steps=steps, **(topology or {}))
         final_end = EPOCH + timedelta(microseconds=last_window_end(plugs, duration, slide))
 
     with _STARTING:  # concurrent runs (tandem verify --parallel) name their queries apart
@@ -157,14 +182,18 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
         spark = spark_session(log=spark_log_path(store), master=spark_master())
         bridge = Mig(name, deployment, columnar, spark, record, final_end=final_end,
                      spark_design=spark_design, lateness=lateness, checkpoint=str(checkpoint),
-                     native=native, time_distance=time_distance)
+                     native=native, time_distance=time_distance,
+                     **(taking_over(takeover, plugs.start, columnar, name) if takeover else {}))
         if resume:
             bridge.recover()
         if generated:
             # The last heartbeat goes far enough past the last window_end for chained operators.
             flush = max(w.size for w in windows(physical.logical.root)) + 10 * slide + lateness
+            replay = ({"begin": takeover.begin, "warmup": takeover.replay_until,
+                       "warmup_span": max(takeover.replay_until - takeover.begin, slide)}
+                      if takeover else {"begin": begin, "warmup": warmup})
             stream = generator_stream(spark, rate=rate, duration=duration, span=span, slide=slide,
-                                      flush=flush, warmup=warmup, begin=begin,
+                                      flush=flush, steps=format_steps(steps), **replay,
                                       **(topology or {}))
         elif native:
             stream = native_stream(spark, source)
@@ -178,6 +207,8 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
             writer = writer.trigger(availableNow=True)
         started = time.perf_counter()
         handle = writer.queryName(_query_name(spark, name)).start()
+    if on_start:
+        on_start(bridge)
     dropped: dict[int, int] = {}  # Spark's rows dropped by watermark, per batch
     watchdog = Watchdog(stall_timeout, spark_log_path(store))
     try:
@@ -187,6 +218,7 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
                 if stop_after is not None and len(reports) >= stop_after:
                     break
                 if stop_when is not None and stop_when():
+                    bridge.paused = True  # what it has taken is evaluated; nothing more
                     break
                 if watchdog.due():  # it parses a hundred JSON documents: once a second
                     _count_dropped(handle, dropped)
@@ -222,7 +254,7 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
                              sum(r.quarantined for r in reports), sum(r.late for r in reports),
                              dict(sum((Counter(r.rules) for r in reports), Counter())),
                              sum(dropped.values()), lateness, wall, bridge.transfers,
-                             str(store), f"{schema_name(name)}.results",
+                             str(store), f"{schema_name(takeover.results if takeover else name)}.results",
                              gateway)
         columnar.record("runs", {
             "query": name, "logged_at": datetime.now(UTC).replace(tzinfo=None),
@@ -233,6 +265,15 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
     finally:
         columnar.close()
     return summary
+
+
+def taking_over(takeover: Takeover, start: int, store: ColumnarStore, name: str) -> dict:
+    """The state a plan that a run migrates to takes over, copied into its schema, and the
+    MIG's arguments that continue the run."""
+    store.take_over(takeover.previous, name, takeover.tables)
+    until = EPOCH + timedelta(microseconds=round((start + takeover.replay_until) * 1e6))
+    return {"results": takeover.results, "batch_base": takeover.batch_base,
+            "floor": takeover.floor, "taken": takeover.taken, "taken_until": until}
 
 
 def by_rule(rules: dict[str, int]) -> str:

@@ -80,10 +80,28 @@ class SmartPlugs:
     houses: int = HOUSES
     households_per_house: int = HOUSEHOLDS_PER_HOUSE
     plugs: int = PLUGS  # tests use a few plugs, so that each reports often at a low rate
+    # Steps of the rate: (second, rate) pairs, the rate from that second of event time on
+    # (``rate`` holds before the first). Stream rates change (DEBS follows daily cycles).
+    steps: tuple[tuple[float, float], ...] = ()
 
     def __post_init__(self):
         if self.plugs < self.houses * self.households_per_house:
             raise ValueError("every household needs a plug: plugs >= houses * households_per_house")
+        seconds = [0.0, *(s for s, _ in self.steps)]
+        if any(b <= a for a, b in zip(seconds, seconds[1:], strict=False)) or any(
+                r <= 0 for r in (self.rate, *(r for _, r in self.steps))):
+            raise ValueError("rate steps need increasing seconds after 0 and positive rates")
+
+    @cached_property
+    def stretches(self) -> list[tuple[int, int, float]]:
+        """(first second's microseconds, first event, rate) of each stretch of one rate."""
+        found = [(0, 0, float(self.rate))]
+        for second, rate in self.steps:
+            start_us, first, before = found[-1]
+            length = second - start_us / 1e6
+            found.append((round(second * 1e6), first + math.ceil(length * before - 1e-9),
+                          float(rate)))
+        return found
 
     @cached_property
     def topology(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -114,10 +132,15 @@ class SmartPlugs:
         slot = i % (2 * self.plugs)
         plug = slot // 2
         load = slot % 2 == 0
-        if float(self.rate).is_integer():  # exact integer arithmetic where it is possible
-            offset_us = (i * 1_000_000) // int(self.rate)
-        else:
-            offset_us = np.floor(i * (1e6 / self.rate)).astype(np.int64)
+        offset_us = np.empty(len(i), dtype=np.int64)
+        stretch = np.searchsorted([f for _, f, _ in self.stretches], i, side="right") - 1
+        for k, (start_us, first_event, rate) in enumerate(self.stretches):
+            mine = stretch == k
+            m = i[mine] - first_event
+            if rate.is_integer():  # exact integer arithmetic where it is possible
+                offset_us[mine] = start_us + (m * 1_000_000) // int(rate)
+            else:
+                offset_us[mine] = start_us + np.floor(m * (1e6 / rate)).astype(np.int64)
         ts_us = self.start * 1_000_000 + offset_us
         seconds = (ts_us - self.start * 1_000_000) / 1e6
         segment = (seconds // SEGMENT_SECONDS).astype(np.int64)
@@ -141,7 +164,9 @@ class SmartPlugs:
 
     def index_at(self, seconds: float) -> int:
         """The first event at or after ``seconds`` into the stream."""
-        return math.ceil(seconds * self.rate - 1e-9)
+        start_us, first, rate = next(s for s in reversed(self.stretches)
+                                     if s[0] <= round(seconds * 1e6))
+        return first + math.ceil((seconds - start_us / 1e6) * rate - 1e-9)
 
     def between(self, begin: float, end: float) -> pa.Table:
         """The events of event-time seconds [begin, end) after the start."""
@@ -197,6 +222,20 @@ class SmartPlugs:
             if on_file:
                 on_file(path)
         return paths
+
+
+def parse_steps(text: str) -> tuple[tuple[float, float], ...]:
+    """Rate steps written ``SECOND:RATE,...`` (``60:40000,120:2000``): a generator's option."""
+    try:
+        return tuple((float(a), float(b)) for a, b in
+                     (part.split(":") for part in text.split(",") if part.strip()))
+    except ValueError:
+        raise ValueError(f"rate steps {text!r}: write them SECOND:RATE,... "
+                         "(60:40000,120:2000)") from None
+
+
+def format_steps(steps: tuple[tuple[float, float], ...]) -> str:
+    return ",".join(f"{second:g}:{rate:g}" for second, rate in steps)
 
 
 def debs_csv(table: pa.Table) -> pl.DataFrame:

@@ -4,8 +4,13 @@ tests/data/unit_*.toml, no engine needed."""
 
 from __future__ import annotations
 
+import dataclasses
+from datetime import timedelta
+
 import pytest
 
+from columnar.store import ColumnarStore
+from optimizer import optimize
 from optimizer.cost import Objective, PlanCost
 from optimizer.migration import (
     MS,
@@ -13,7 +18,6 @@ from optimizer.migration import (
     PT,
     ROWS,
     MigrationCost,
-    State,
     decide,
     match,
     migration_costs,
@@ -21,21 +25,34 @@ from optimizer.migration import (
     states,
 )
 from optimizer.observed import BatchObservation, Monitor
-from tests.test_cost import COUNT_BY_K, S_JOIN_T, model_for
+from rowstream.eventtime import EPOCH
+from rowstream.mig import STREAM
+from tandem.explain import explain
+from tandem.migration import PLAN_BATCHES, Request, moving_state_takeover
+from tandem.workload import DEBS_START
+from tests.test_cost import COUNT_BY_K, S_JOIN_T
 
-SPARK_ONLY = {"select_1": "spark", "aggregate_1": "spark"}
-HYBRID = {"select_1": "spark", "aggregate_1": "duckdb"}
+SPARK_ONLY = "spark"
+HYBRID = "select_1=spark,aggregate_1=duckdb"
+
+
+def planned(sql, catalog, profile, placement):
+    return optimize(sql, catalog, profile, placement=placement)
+
+
+def kept_states(sql, catalog, profile, placement):
+    o = planned(sql, catalog, profile, placement)
+    return states(o.plan, o.model)
 
 
 def test_states_of_each_engine(unit_catalog, unit_profile):
-    plan, model = model_for(COUNT_BY_K, unit_catalog, unit_profile)
-    (spark,) = states(plan, SPARK_ONLY, model)
+    (spark,) = kept_states(COUNT_BY_K, unit_catalog, unit_profile, SPARK_ONLY)
     # Spark's aggregate keeps a partial per (window, group): 10 groups x W/beta = 10 windows.
     # Rebuilding it is W seconds of its work, W*u (Eq. 12.1): u = 50/s x (0.001 + 10 x 0.0001).
     assert (spark.relation, spark.form, spark.engine) == ("aggregate_1", PARTIALS, "spark")
     assert spark.tuples == 100 and spark.window == 10
     assert spark.work == pytest.approx(10 * 0.1)
-    (duck,) = states(plan, HYBRID, model)
+    (duck,) = kept_states(COUNT_BY_K, unit_catalog, unit_profile, HYBRID)
     # DuckDB keeps the selected rows of the window: 50/s x 10 s. Rebuilding them is W seconds
     # of the DB-op's arrival side: the move in (50 x 0.001 + 0.01 per batch) and the pane
     # partials' upkeep (50 x 0.0001).
@@ -45,43 +62,43 @@ def test_states_of_each_engine(unit_catalog, unit_profile):
 
 
 def test_matching_keeps_central_tables_and_rebuilds_the_rest(unit_catalog, unit_profile):
-    plan, model = model_for(COUNT_BY_K, unit_catalog, unit_profile)
-    spark, hybrid = states(plan, SPARK_ONLY, model), states(plan, HYBRID, model)
+    spark = kept_states(COUNT_BY_K, unit_catalog, unit_profile, SPARK_ONLY)
+    hybrid = kept_states(COUNT_BY_K, unit_catalog, unit_profile, HYBRID)
     to_duckdb = match(spark, hybrid)
     assert (to_duckdb.kept, to_duckdb.recomputed, to_duckdb.discarded) == ((), hybrid, spark)
     # duckdb-partitioned keeps the same rows in files under the checkpoint of its own query.
-    partitioned = (State("select_1", ROWS, "duckdb-partitioned", 500, 10, 0.5),)
+    partitioned = (dataclasses.replace(hybrid[0], engine="duckdb-partitioned"),)
     assert match(hybrid, partitioned).recomputed == partitioned
     # The join's two windows are read by the DB-op whether or not the aggregate above it runs
     # in DuckDB too: the new plan reads the old plan's tables as they are.
-    plan, model = model_for(S_JOIN_T, unit_catalog, unit_profile)
-    old = states(plan, {"join_1": "duckdb", "aggregate_1": "spark"}, model)
-    new = states(plan, {"join_1": "duckdb", "aggregate_1": "duckdb"}, model)
+    old = kept_states(S_JOIN_T, unit_catalog, unit_profile, "join_1=duckdb,aggregate_1=spark")
+    new = kept_states(S_JOIN_T, unit_catalog, unit_profile, "duckdb")
     kept = match(old, new)
     assert len(kept.kept) == 2 and kept.recomputed == () and kept.discarded == ()
     assert {s.relation for s in kept.kept} == {"window_1", "window_2"}
 
 
 def test_moving_state_cost(unit_catalog, unit_profile):
-    plan, model = model_for(COUNT_BY_K, unit_catalog, unit_profile)
-    objective = Objective()
-    ms, _ = migration_costs(plan, SPARK_ONLY, HYBRID, model, objective, lateness=0, restart=3)
+    spark = planned(COUNT_BY_K, unit_catalog, unit_profile, SPARK_ONLY)
+    hybrid = planned(COUNT_BY_K, unit_catalog, unit_profile, HYBRID)
+    ms, _ = migration_costs(spark, hybrid, lateness=0, restart=3)
     # T_MS = T_match + T_move + T_S + restart (Eq. 12.3): 4*1*1 comparisons of 1e-7 s; nothing
     # moves; T_S rebuilds DuckDB's rows (0.65 s) after reading W = 10 s of the stream again
     # through the gateway (u = 100/s x 0.001 + 0.1 per batch).
     assert ms.strategy == MS
     assert ms.duration == pytest.approx(4e-7 + 0.65 + 10 * 0.2 + 3)
     assert ms.silence == ms.duration and ms.state_tuples == 500
-    back, _ = migration_costs(plan, HYBRID, SPARK_ONLY, model, objective, lateness=0, restart=3)
+    back, _ = migration_costs(hybrid, spark, lateness=0, restart=3)
     assert back.duration == pytest.approx(4e-7 + 1.0 + 10 * 0.2 + 3)
     # A migration that keeps every state costs only the restart and the matching.
-    same, _ = migration_costs(plan, HYBRID, HYBRID, model, objective, lateness=0, restart=3)
+    same, _ = migration_costs(hybrid, hybrid, lateness=0, restart=3)
     assert same.duration == pytest.approx(3 + 4e-7) and same.state_tuples == 0
 
 
 def test_parallel_track_cost(unit_catalog, unit_profile):
-    plan, model = model_for(COUNT_BY_K, unit_catalog, unit_profile)
-    _, pt = migration_costs(plan, HYBRID, SPARK_ONLY, model, Objective(), lateness=2, restart=3)
+    _, pt = migration_costs(planned(COUNT_BY_K, unit_catalog, unit_profile, HYBRID),
+                            planned(COUNT_BY_K, unit_catalog, unit_profile, SPARK_ONLY),
+                            lateness=2, restart=3)
     # T_PT = W + L of event time (Eq. 12.4, one level of window_ends), output all along; the new
     # plan's work meanwhile: its C_u = source 0.2 + select 0.1 + aggregate 0.1 + sink (10 rows/s
     # moved at 0.001 and inserted at 0.0005) = 0.415 per second.
@@ -162,3 +179,35 @@ def test_monitor_is_due_only_on_a_confirmed_shift():
     for step in range(3):
         monitor.observe(batch(1000, wall=1.4))
         assert monitor.due(1000) is (step == 2)
+
+
+Q3_AGGREGATES_IN_DUCKDB = ("select_1=spark,aggregate_1=duckdb,select_2=spark,aggregate_2=duckdb,"
+                           "join_1=spark,project_1=spark")
+
+
+@pytest.mark.parametrize("new, taken, begin", [
+    # The join moves into DuckDB: both aggregates' pane tables are kept alike and taken over,
+    # and no other state needs rebuilding: nothing is read again.
+    (Q3_AGGREGATES_IN_DUCKDB.replace("join_1=spark,project_1=spark",
+                                     "join_1=duckdb,project_1=duckdb"),
+     ("panes_aggregate_1", "panes_aggregate_2"), 400.0),
+    # All of it into Spark: its state is rebuilt from the stream since the first instant a
+    # window after the floor holds, 390 s + 1 s - 5 min.
+    ("spark", (), 91.0),
+])
+def test_moving_state_takes_over_what_is_stored_alike(tmp_path, new, taken, begin):
+    store = ColumnarStore(tmp_path / "tandem.duckdb")
+    start = EPOCH + timedelta(seconds=DEBS_START)
+    store.create("q3")
+    # The old plan read up to 400 s (its watermark is 5 s behind) and evaluated up to 390 s.
+    store.arrived("q3", 7, start, {STREAM: start + timedelta(seconds=395)})
+    store.commit("q3", 7, None, start + timedelta(seconds=390))
+    store.close()
+    takeover, migration = moving_state_takeover(
+        tmp_path / "tandem.duckdb", "q3", 1, explain("q3", placement=Q3_AGGREGATES_IN_DUCKDB),
+        explain("q3", placement=new), DEBS_START, 5.0, Request(new, MS, "by hand"), 0.0, None)
+    assert takeover.tables == taken and migration.taken == taken
+    assert takeover.floor == start + timedelta(seconds=390)
+    assert (takeover.begin, takeover.replay_until) == (begin, 400.0)
+    assert takeover.batch_base == PLAN_BATCHES and takeover.results == "q3"
+    assert migration.replayed_seconds == 400.0 - begin

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import csv
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
+import pytest
 
 from rowstream.landing import read_landed
-from tandem.workload import SCHEMA, SmartPlugs
+from tandem.workload import SCHEMA, SmartPlugs, format_steps, parse_steps
 
 
 def test_debs_shape_at_the_original_rate():
@@ -39,6 +41,21 @@ def test_batches_do_not_change_the_events():
     assert pa.concat_tables(plugs.batches(10, span=0.7)).equals(whole)
     assert not SmartPlugs(rate=1000, seed=8).between(0, 10).equals(whole)
     assert whole.schema == SCHEMA
+
+
+def test_rate_steps():
+    plugs = SmartPlugs(rate=2000, plugs=400, steps=((3, 40_000), (5.5, 2000)))
+    whole = plugs.between(0, 8)
+    seconds = (whole.column("ts").cast(pa.int64()).to_numpy() - plugs.start * 1_000_000) // 1_000_000
+    # Tuples per second of event time: 2,000 until 3 s, 40,000 until 5.5 s, 2,000 after.
+    assert list(np.bincount(seconds)) == [2000] * 3 + [40_000] * 2 + [21_000] + [2000] * 2
+    assert whole.column("id").to_pylist() == list(range(whole.num_rows))
+    assert pa.concat_tables(plugs.batches(8, span=0.7)).equals(whole)
+    # Before the first step, the stream is the constant rate's.
+    assert plugs.between(0, 3).equals(SmartPlugs(rate=2000, plugs=400).between(0, 3))
+    assert parse_steps(format_steps(plugs.steps)) == plugs.steps
+    with pytest.raises(ValueError, match="increasing"):
+        SmartPlugs(rate=2000, steps=((5, 100), (4, 200)))
 
 
 def test_csv_in_the_debs_format(tmp_path):
