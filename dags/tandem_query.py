@@ -25,12 +25,19 @@ with DAG(
         "batch": Param(None, type=["null", "number"], minimum=0.001,
                        description="Seconds of event time per micro-batch (empty: one slide)."),
         "lateness": lateness_param(),
+        "steps": Param("", type="string",
+                       description="Rate steps, SECOND:RATE,... (60:40000,120:2000): the "
+                                   "rate from that second of event time on."),
+        "adaptive": Param(False, type="boolean",
+                          description="Migrate the plan live when the observed rate calls for "
+                                      "another one (docs/adaptive.md)."),
     },
 ):
     optimise = OptimizeOperator(task_id="optimise", query="{{ params.query }}",
                                 placement="{{ params.placement }}", rate="{{ params.rate }}")
     run = RunQueryOperator(task_id="run", query="{{ params.query }}", rate="{{ params.rate }}",
                            duration="{{ params.duration }}", batch="{{ params.batch }}",
-                           lateness="{{ params.lateness }}", plan_task_id="optimise")
+                           lateness="{{ params.lateness }}", plan_task_id="optimise",
+                           adaptive="{{ params.adaptive }}", steps="{{ params.steps }}")
     summary = SummaryOperator(task_id="summary", run_task_id="run")
     optimise >> run >> summary

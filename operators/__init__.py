@@ -55,31 +55,41 @@ class OptimizeOperator(BaseOperator):
 
 
 class RunQueryOperator(StoreOperator):
-    """Run a query for a bounded time over the generator. With ``plan_task_id`` it runs the
-    placement that task chose (the plan the UI shows is the plan that runs)."""
+    """Run a query for a bounded time over the generator, its rate stepping as ``steps`` says
+    (``SECOND:RATE,...``). With ``plan_task_id`` it runs the placement that task chose (the
+    plan the UI shows is the plan that runs); ``adaptive`` migrates it live when the observed
+    rate calls for another plan (``tandem run --adaptive``)."""
 
-    template_fields = ("query", "placement", "rate", "duration", "batch", "lateness")
+    template_fields = ("query", "placement", "rate", "duration", "batch", "lateness", "adaptive",
+                       "steps")
 
     def __init__(self, *, query: str, placement: str = "auto", rate: float | str = 1000.0,
                  duration: float | str = 60.0, batch: float | str | None = None,
                  lateness: float | str | None = None, plan_task_id: str | None = None,
-                 **kwargs):
+                 adaptive: bool | str = False, steps: str = "", **kwargs):
         super().__init__(**kwargs)
         self.query, self.placement, self.rate = query, placement, rate
         self.duration, self.batch, self.plan_task_id = duration, batch, plan_task_id
-        self.lateness = lateness
+        self.lateness, self.adaptive, self.steps = lateness, adaptive, steps
 
     def execute(self, context) -> dict:
+        from tandem.migration import run_adaptive
         from tandem.run import run
+        from tandem.workload import parse_steps
 
         placement = self.placement
         if self.plan_task_id:
             plan = context["ti"].xcom_pull(task_ids=self.plan_task_id)
             placement = ",".join(f"{op}={engine}" for op, engine in plan["placement"].items())
-        summary = run(self.query, placement=placement or "auto", rate=_number(self.rate),
+        common = dict(placement=placement or "auto", rate=_number(self.rate),
                       duration=_number(self.duration), batch=_number(self.batch),
-                      lateness=_number(self.lateness), store=settings.store_path())
-        return summary.to_json()
+                      lateness=_number(self.lateness), store=settings.store_path(),
+                      steps=parse_steps(self.steps or ""))
+        if str(self.adaptive).lower() in ("true", "1"):
+            adapted = run_adaptive(self.query, **common)
+            return {**adapted.combined().to_json(),
+                    "migrations": [m.to_json() for m in adapted.migrations]}
+        return run(self.query, **common).to_json()
 
 
 class SummaryOperator(BaseOperator):

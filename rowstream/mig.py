@@ -325,7 +325,9 @@ class Mig:
         from now on: Parallel Track's new plan, once the old one has emitted its last window
         (``tandem/migration.py``). Returns the rows released."""
         with self._releasing:
-            store = self.store.cursor()
+            # Its run may have ended (the stream did) and closed its connection.
+            store = (self.store.cursor() if self.store.con is not None
+                     else ColumnarStore(self.store.path))
             try:
                 released = store.move_results(self.query, results)
             finally:

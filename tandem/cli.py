@@ -254,7 +254,7 @@ def run_command(
 def migrate_command(
     query: Query,
     to: Annotated[str, typer.Option(help="The placement to migrate to: spark | duckdb | duckdb-partitioned | op=engine,...")],
-    strategy: Annotated[str, typer.Option(help="ms: Moving State (pause, move the matched state, rebuild the rest from the open windows, resume; docs/adaptive.md).")] = "ms",
+    strategy: Annotated[str, typer.Option(help="ms: Moving State (pause, move the matched state, rebuild the rest from the open windows, resume); pt: Parallel Track (run both plans until the old one's windows hold no old tuple; output goes on). docs/adaptive.md.")] = "ms",
     store: Annotated[str | None, typer.Option(help="The DuckDB file of the run (default: tandem.duckdb in TANDEM_STATE, else .tandem).")] = None,
     catalog: Catalog = None,
     profile: Profile = None,

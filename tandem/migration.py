@@ -22,36 +22,43 @@ from n·``PLAN_BATCHES``.
    source, not the old plan's state, is what holds every row of every open window, whichever
    placement kept them. Rows of the matched relations are skipped: their tables hold them.
 5. *Resume*: the new plan evaluates the window_ends after the floor, and none before.
+
+**Parallel Track** (Zhu Alg. 8): the new plan starts beside the old one on the stream from the
+event time the old one has reached; the old one emits the window_ends up to the last whose
+window holds an earlier tuple and stops, and the new one's results, held in its own table until
+then, join the run's (docs/adaptive.md).
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from columnar.store import DEFAULT_PATH, ColumnarStore, schema_name
 from optimizer.deployment import deploy
 from optimizer.errors import TandemError
 from optimizer.logical import windows
-from optimizer.migration import MS, MigrationCost, decide, migration_costs
+from optimizer.migration import MS, PT, MigrationCost, decide, migration_costs
 from optimizer.observed import BatchObservation, Monitor
 from optimizer.optimizer import placement_spec
 from rowstream.eventtime import EPOCH
-from rowstream.mig import STREAM, BatchReport, Transfers, layout
+from rowstream.mig import STREAM, BatchReport, Mig, Transfers, layout
 from tandem.explain import Explanation, explain
 from tandem.run import RunSummary, Takeover, catalog_streams, default_lateness, run
 from tandem.workload import SmartPlugs
 
 PLAN_BATCHES = 1_000_000_000  # the batch ids of a run's n-th plan start at n times this
 # Seconds to stop a plan's Spark query and start the next one's, for Moving State's cost
-# (Zhu Eq. 12.3 has no such term: CAPE swaps operators in one process).
-RESTART_SECONDS = 4.0
-STRATEGIES = (MS,)
+# (Zhu Eq. 12.3 has no such term: CAPE swaps operators in one process). Measured here: Q1 from
+# Spark to DuckDB with 1,200 rows to read again took 1.3 s from the pause to the first batch.
+RESTART_SECONDS = 1.3
+STRATEGIES = (MS, PT)
 
 
 @dataclass(frozen=True)
@@ -73,30 +80,31 @@ class Migration:
     old: dict[str, str]
     new: dict[str, str]
     reason: str
-    floor: datetime | None  # the last window_end the old plan evaluated
+    floor: datetime | None  # the last window_end the old plan evaluates
     replayed_seconds: float  # event time read again to rebuild the new plan's states
     taken: tuple[str, ...]  # tables moved from the old plan's schema
-    predicted_seconds: float | None  # T_MS (optimizer.migration.moving_state)
-    paused_at: float  # perf_counter when the old plan was asked to stop
-    last_output: float | None  # perf_counter of the old plan's last batch with results
-    resumed_at: float | None = None  # of the new plan's first committed batch
-    first_output: float | None = None  # of the new plan's first batch with results
+    predicted_seconds: float | None  # T_MS or T_PT (optimizer.migration)
+    started_at: float  # perf_counter when the migration began (Moving State: the pause)
+    # perf_counter of each batch whose results reached the run's results table, from the old
+    # plan's last before the migration to the new plan's first after it.
+    outputs: list[float] = field(default_factory=list)
+    ended_at: float | None = None  # the new plan's first batch (Parallel Track: the release)
 
     @property
     def duration(self) -> float | None:
-        """T_MS as measured: from the pause to the new plan's first committed batch."""
-        return None if self.resumed_at is None else self.resumed_at - self.paused_at
+        """As measured: from its start to the new plan's first committed batch (Moving State)
+        or to the release of the new plan's results (Parallel Track)."""
+        return None if self.ended_at is None else self.ended_at - self.started_at
 
     @property
     def silence(self) -> float | None:
-        """Wall seconds between the last results of the old plan and the first of the new."""
-        if self.first_output is None or self.last_output is None:
-            return None
-        return self.first_output - self.last_output
+        """The longest wall time in which no result reached the run's results table."""
+        gaps = [b - a for a, b in zip(self.outputs, self.outputs[1:], strict=False)]
+        return max(gaps) if gaps else None
 
     def to_json(self) -> dict:
         kept = {k: v for k, v in asdict(self).items()
-                if k not in ("paused_at", "last_output", "resumed_at", "first_output")}
+                if k not in ("started_at", "outputs", "ended_at")}
         return {**kept, "floor": self.floor.isoformat() if self.floor else None,
                 "duration_seconds": self.duration, "silence_seconds": self.silence}
 
@@ -174,7 +182,7 @@ def run_adaptive(query: str, *, rate: float, duration: float, batch: float | Non
                  store: str | Path = DEFAULT_PATH, catalog: str | None = None,
                  profile: str | None = None, lateness: float | None = None,
                  topology: dict | None = None, margin: float = 0.2, horizon: float = 600.0,
-                 name: str | None = None,
+                 name: str | None = None, strategies: tuple[str, ...] = STRATEGIES,
                  on_batch: Callable[[BatchReport], None] | None = None,
                  on_migration: Callable[[Migration], None] | None = None) -> AdaptiveSummary:
     """Run ``query`` over the generated stream (``rate`` tuples/s, with rate ``steps``),
@@ -182,65 +190,217 @@ def run_adaptive(query: str, *, rate: float, duration: float, batch: float | Non
     monitor (``optimizer.observed``) finds it shifted, and migrate when the hysteresis rule
     (``optimizer.migration.decide``) says the better plan pays for its migration.
     ``migrate_at``: migrations by hand, (second of event time, placement, strategy) each, made
-    once the stream has passed that second. ``batch``: event time per micro-batch."""
+    once the stream has passed that second. ``batch``: event time per micro-batch.
+    ``strategies``: those the adaptive rule chooses from, by their predicted work."""
     explanation = explain(query, rate=rate, catalog=catalog, profile=profile,
                           placement=placement)
     name = name or explanation.query.stem
-    if lateness is None:
-        lateness = default_lateness(catalog_streams(explanation))
-    forced = sorted(migrate_at or [])
-    for _, _, strategy in forced:
+    for strategy in [s for _, _, s in migrate_at or []] + list(strategies):
         if strategy not in STRATEGIES:
             raise TandemError(f"--strategy {strategy}: give one of {', '.join(STRATEGIES)}")
-    plugs = SmartPlugs(rate=rate, steps=steps, **(topology or {}))
-    summary = AdaptiveSummary(name)
+    runner = _Adaptive(
+        query=query, name=name, catalog=catalog, profile=profile, store=store,
+        stream=dict(rate=rate, steps=steps, duration=duration, batch=batch, store=store,
+                    topology=topology),
+        start_second=SmartPlugs(rate=rate, steps=steps, **(topology or {})).start,
+        lateness=(default_lateness(catalog_streams(explanation)) if lateness is None
+                  else lateness),
+        adaptive=adaptive, forced=sorted(migrate_at or []), strategies=tuple(strategies),
+        margin=margin, horizon=horizon, on_batch=on_batch, on_migration=on_migration)
     _forget_plans(store, name)
     request_path(store, name).unlink(missing_ok=True)  # asked of an earlier run
-    takeover: Takeover | None = None
-    number = 0
-    while True:
-        watch = _Watch(plugs.start, explanation, on_batch)
-        current = summary.migrations[-1] if summary.migrations else None
+    return runner.run(explanation)
 
-        def observe(report: BatchReport, watch=watch, current=current) -> None:
-            watch.observe(report)
-            if current is not None and current.resumed_at is None:
-                current.resumed_at = time.perf_counter()
-            if current is not None and current.first_output is None and report.result_rows:
-                current.first_output = time.perf_counter()
 
-        def stop_when(watch=watch) -> bool:
-            if forced and watch.seconds is not None and watch.seconds >= forced[0][0]:
-                _, where, strategy = forced.pop(0)
+@dataclass
+class _Plan:
+    """One plan of an adaptive run, its run in a thread of its own."""
+
+    number: int
+    explanation: Explanation
+    takeover: Takeover | None
+    watch: _Watch
+    migration: Migration | None  # the migration that started it
+    released: bool = True  # its results go to the run's table (Parallel Track: once released)
+    bridge: Mig | None = None
+    summary: RunSummary | None = None
+    error: BaseException | None = None
+    thread: threading.Thread | None = None
+    beside: _Plan | None = None  # Parallel Track: the plan that runs beside this one
+    started: threading.Event = field(default_factory=threading.Event)  # its MIG exists
+    cancelled: bool = False  # the run failed elsewhere: stop
+
+
+@dataclass
+class _Adaptive:
+    query: str
+    name: str
+    stream: dict  # the arguments of ``run`` that every plan shares
+    catalog: str | None
+    profile: str | None
+    store: str | Path
+    adaptive: bool
+    forced: list[tuple[float, str, str]]
+    lateness: float
+    margin: float
+    horizon: float
+    on_batch: Callable[[BatchReport], None] | None
+    on_migration: Callable[[Migration], None] | None
+    start_second: int  # the stream's start, Unix seconds
+    strategies: tuple[str, ...]  # those the adaptive rule may choose
+    summary: AdaptiveSummary = field(init=False)
+    numbers: int = 0
+
+    def __post_init__(self):
+        self.summary = AdaptiveSummary(self.name)
+
+    def run(self, explanation: Explanation) -> AdaptiveSummary:
+        plan = self._start(explanation, None, None)
+        while True:
+            plan.thread.join()
+            if plan.error is not None:
+                if plan.beside is not None:
+                    plan.beside.cancelled = True
+                    plan.beside.thread.join()
+                raise plan.error
+            self.summary.plans.append(plan.summary)
+            if plan.migration is not None and plan.migration.strategy == MS:
+                _record(self.store, self.name, plan.migration)
+            if plan.beside is not None:  # Parallel Track: the old plan emitted its last window
+                plan = self._release(plan.beside)
+                continue
+            request = plan.watch.request
+            if request is None:
+                return self.summary
+            target = self._explain(request, plan.watch)
+            self.numbers += 1
+            takeover, migration = moving_state_takeover(
+                self.store, self.name, self.numbers, plan.explanation, target, self.start_second,
+                self.lateness, request, plan.watch.requested_at, plan.watch.last_output)
+            self._announce(migration)
+            plan = self._start(target, takeover, migration)
+
+    def _priced(self, request: Request, plan: _Plan) -> Request:
+        """A request with its strategy's cost (``optimizer.migration``) at the planned rate."""
+        now = explain(self.query, rate=plan.watch.planned_rate, catalog=self.catalog,
+                      profile=self.profile,
+                      placement=placement_spec(plan.explanation.optimization.plan.placement))
+        costs = migration_costs(now.optimization, self._explain(request, plan.watch).optimization,
+                                lateness=self.lateness, restart=RESTART_SECONDS)
+        return replace(request, predicted=next(c for c in costs if c.strategy == request.strategy))
+
+    def _explain(self, request: Request, watch: _Watch) -> Explanation:
+        return explain(self.query, rate=watch.planned_rate, catalog=self.catalog,
+                       profile=self.profile, placement=request.placement)
+
+    def _announce(self, migration: Migration) -> None:
+        self.summary.migrations.append(migration)
+        if self.on_migration:
+            self.on_migration(migration)
+
+    def _start(self, explanation: Explanation, takeover: Takeover | None,
+               migration: Migration | None, released: bool = True) -> _Plan:
+        plan = _Plan(self.numbers, explanation, takeover,
+                     _Watch(self.start_second, explanation, self.on_batch), migration, released)
+
+        def started(bridge: Mig) -> None:
+            plan.bridge = bridge
+            plan.started.set()
+
+        def body() -> None:
+            try:
+                plan.summary = run(self.query, explanation=explanation,
+                                   name=plan_name(self.name, plan.number), takeover=takeover,
+                                   lateness=self.lateness, on_start=started,
+                                   stop_when=lambda: self._stop_when(plan),
+                                   on_batch=lambda report: self._observe(plan, report),
+                                   **self.stream)
+            except BaseException as err:  # the coordinating thread raises it
+                plan.error = err
+            finally:
+                plan.started.set()
+
+        plan.thread = threading.Thread(target=body, name=f"tandem-{plan_name(self.name, plan.number)}")
+        plan.thread.start()
+        return plan
+
+    def _observe(self, plan: _Plan, report: BatchReport) -> None:
+        plan.watch.observe(report)
+        now = time.perf_counter()
+        migration = plan.migration
+        if migration is not None and migration.strategy == MS and migration.ended_at is None:
+            migration.ended_at = now
+        if report.result_rows and plan.released:
+            if migration is not None and len(migration.outputs) == 1:  # its first results
+                migration.outputs.append(now)
+            beside = plan.beside
+            if beside is not None and beside.migration is not None:  # Parallel Track's old plan
+                beside.migration.outputs.append(now)
+
+    def _stop_when(self, plan: _Plan) -> bool:
+        """Polled by a plan's run: True stops it for Moving State. Parallel Track starts the new
+        plan beside it instead, and the old one stops once it has emitted its last window."""
+        watch = plan.watch
+        if plan.cancelled:
+            return True
+        if plan.beside is not None or not plan.released:
+            return False  # migrating already
+        if watch.request is None:
+            if self.forced and watch.seconds is not None and watch.seconds >= self.forced[0][0]:
+                _, where, strategy = self.forced.pop(0)
                 watch.request = Request(where, strategy, "asked for by hand")
-            elif watch.request is None and (asked := _asked(store, name)):
+            elif asked := _asked(self.store, self.name):
                 watch.request = asked
-            elif adaptive and watch.request is None:
-                watch.request = watch.reoptimise(query, catalog, profile, lateness, margin,
-                                                 horizon)
-            if watch.request is not None and watch.requested_at is None:
-                watch.requested_at = time.perf_counter()  # the pause begins
-            return watch.request is not None
+            elif self.adaptive:
+                watch.request = watch.reoptimise(self.query, self.catalog, self.profile,
+                                                 self.lateness, self.margin, self.horizon,
+                                                 self.strategies)
+            if watch.request is None:
+                return False
+            watch.requested_at = time.perf_counter()
+            if watch.request.predicted is None:  # by hand: priced all the same
+                watch.request = self._priced(watch.request, plan)
+        if watch.request.strategy != PT:
+            return True  # Moving State: the pause begins
+        self._parallel_track(plan)
+        return False
 
-        summary.plans.append(run(
-            query, explanation=explanation, name=plan_name(name, number), takeover=takeover,
-            rate=rate, steps=steps, duration=duration, batch=batch, store=store, lateness=lateness,
-            topology=topology, stop_when=stop_when, on_batch=observe))
-        if current is not None:  # measured now that the plan it migrated to has run
-            _record(store, name, current)
-        request = watch.request
-        if request is None:
-            return summary
-        target = explain(query, rate=watch.planned_rate, catalog=catalog, profile=profile,
-                         placement=request.placement)
-        number += 1
-        takeover, migration = moving_state_takeover(
-            store, name, number, explanation, target, plugs.start, lateness, request,
-            watch.requested_at, watch.last_output)
-        summary.migrations.append(migration)
-        if on_migration:
-            on_migration(migration)
-        explanation = target
+    def _parallel_track(self, old: _Plan) -> None:
+        """Start the new plan beside ``old`` on the stream from where ``old`` has got to; ``old``
+        emits the window_ends up to the last that holds a tuple before it, the new one those
+        after, held back until ``old`` is done."""
+        request, watch = old.watch.request, old.watch
+        target = self._explain(request, watch)
+        logical = target.optimization.logical
+        step = round(logical.root.slide * 1e6)
+        switch = watch.seconds  # the new plan's tuples are those from here on
+        widest = max(w.size for w in windows(logical.root))
+        last_old_us = -(-round((self.start_second + switch + widest) * 1e6) // step) * step - step
+        last_old = EPOCH + timedelta(microseconds=last_old_us)
+        self.numbers += 1
+        own = plan_name(self.name, self.numbers)
+        takeover = Takeover(own, self.numbers * PLAN_BATCHES, last_old, switch, switch,
+                            plan_name(self.name, old.number))
+        migration = Migration(self.numbers, PT, old.explanation.optimization.plan.placement,
+                              target.optimization.plan.placement, request.reason, last_old, 0.0,
+                              (), request.predicted.duration if request.predicted else None,
+                              watch.requested_at, [watch.last_output or watch.requested_at])
+        self._announce(migration)
+        old.bridge.final_end = min(old.bridge.final_end or last_old, last_old)
+        old.beside = self._start(target, takeover, migration, released=False)
+
+    def _release(self, plan: _Plan) -> _Plan:
+        """Parallel Track's end: the old plan is done; the new one's results held so far join
+        the run's, and it writes there from now on."""
+        plan.started.wait()
+        if plan.bridge is not None:
+            plan.bridge.release(self.name)
+        plan.released = True
+        migration = plan.migration
+        migration.ended_at = time.perf_counter()
+        migration.outputs.append(migration.ended_at)
+        _record(self.store, self.name, migration)
+        return plan
 
 
 class _Watch:
@@ -276,7 +436,8 @@ class _Watch:
             self.on_batch(report)
 
     def reoptimise(self, query: str, catalog: str | None, profile: str | None, lateness: float,
-                   margin: float, horizon: float) -> Request | None:
+                   margin: float, horizon: float, strategies: tuple[str, ...]
+                   ) -> Request | None:
         """A migration to the plan that is best at the observed rate, if it pays for itself."""
         if not self._fresh or not self.monitor.due(self.planned_rate):
             return None
@@ -290,9 +451,10 @@ class _Watch:
         self.monitor.outside = 0
         if best.optimization.plan.placement == now.optimization.plan.placement:
             return None
-        ms, _ = migration_costs(now.optimization, best.optimization, lateness=lateness,
+        costs = migration_costs(now.optimization, best.optimization, lateness=lateness,
                                 restart=RESTART_SECONDS)
-        decision = decide(now.optimization.plan.cost, best.optimization.plan.cost, [ms],
+        decision = decide(now.optimization.plan.cost, best.optimization.plan.cost,
+                          [c for c in costs if c.strategy in strategies],
                           best.optimization.objective, margin=margin, horizon=horizon,
                           observed_load=observed.load)
         if not decision.migrate:
@@ -302,8 +464,9 @@ class _Watch:
 
 
 def moving_state_takeover(store: str | Path, name: str, number: int, old: Explanation,
-                  new: Explanation, start: int, lateness: float, request: Request,
-                  paused_at: float, last_output: float | None) -> tuple[Takeover, Migration]:
+                          new: Explanation, start: int, lateness: float, request: Request,
+                          paused_at: float, last_output: float | None
+                          ) -> tuple[Takeover, Migration]:
     """Steps 2-4 of Moving State (module docstring), once the old plan has stopped: what the new
     plan takes over and which event time it reads again."""
     previous = plan_name(name, number - 1)
@@ -340,7 +503,7 @@ def moving_state_takeover(store: str | Path, name: str, number: int, old: Explan
                                new.optimization.plan.placement, request.reason, floor,
                                until - begin, tables,
                                request.predicted.duration if request.predicted else None,
-                               paused_at, last_output)
+                               paused_at, [last_output or paused_at])
 
 
 def _tables(stored: tuple) -> list[str]:

@@ -289,7 +289,9 @@ def describe(summary: dict) -> str:
             f"{summary['window_ends']:,} slides, {summary['result_rows']:,} result rows, "
             f"{summary['quarantined']:,} quarantined ({summary['late']:,} late, lateness "
             f"{summary['lateness']:g} s{by_rule(summary['rules'])}); results in {summary['results_table']} "
-            f"of {summary['store']}")
+            f"of {summary['store']}"
+            + "".join(f"; migration {m['number']} ({m['strategy']}): {m['reason']}"
+                      for m in summary.get("migrations", [])))
 
 
 class Watchdog:

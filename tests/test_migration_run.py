@@ -74,3 +74,25 @@ def test_moving_state_takes_over_the_tables_kept_alike(tmp_path, truth, catalog,
     want = truth.result(root)
     assert lost_and_duplicated(got, want) == (0, 0)
     assert_same_rows(got, want)
+
+
+@pytest.mark.parametrize("name, before, after", [
+    ("q1", "spark", "duckdb"), ("q3", "duckdb", "spark"), ("q6", "spark", "duckdb")])
+def test_parallel_track_gives_the_reference_rows_and_output_all_along(tmp_path, truth, catalog,
+                                                                      profile, name, before,
+                                                                      after):
+    summary = run_adaptive(name, rate=RATE, steps=STEPS, duration=DURATION, batch=BATCH,
+                           topology=TOPOLOGY, placement=before, adaptive=False,
+                           migrate_at=[(320, after, "pt")], store=tmp_path / "tandem.duckdb")
+    (migration,) = summary.migrations
+    assert set(migration.new.values()) == {after}
+    root = optimize(query_sql(name), catalog, profile).logical.root
+    got = results(tmp_path / "tandem.duckdb", name).select(root.columns)
+    want = truth.result(root)
+    assert lost_and_duplicated(got, want) == (0, 0)
+    assert_same_rows(got, want)
+    # The old plan went on emitting while both ran: results came out between the migration's
+    # start and the release of the new plan's.
+    assert len(migration.outputs) > 2
+    # It emitted the window_ends up to the last that holds a tuple from before the switch.
+    assert migration.floor < max(want["window_end"])
