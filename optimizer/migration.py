@@ -133,11 +133,14 @@ def migration_costs(old: Optimization, new: Optimization, *, lateness: float,
     ``new``, both optimised at the same rate (their logical plans may differ: states match by
     their schema). ``restart``: seconds to stop the old plan's Spark query and start the new
     one's."""
-    before, after = states(old.plan, old.model), states(new.plan, new.model)
-    return (moving_state(new.logical, before, after, new.model, restart),
-            parallel_track(old.plan.cost, new.plan.cost, after,
-                           max(w.size for w in windows(new.logical.root)), lateness,
-                           new.objective))
+    widest = max(w.size for w in windows(new.logical.root))
+    # Moving State rebuilds the new states from the open windows' rows read again in one
+    # micro-batch: their fixed costs per batch count once, not once per slide.
+    once = CostModel(new.model.stats, new.model.profile, span=widest)
+    before, after = states(old.plan, old.model), states(new.plan, once)
+    return (moving_state(new.logical, before, after, once, restart),
+            parallel_track(old.plan.cost, new.plan.cost, states(new.plan, new.model), widest,
+                           lateness, new.objective))
 
 
 def moving_state(plan: LogicalPlan, old: tuple[State, ...], new: tuple[State, ...],

@@ -83,13 +83,15 @@ def test_moving_state_cost(unit_catalog, unit_profile):
     hybrid = planned(COUNT_BY_K, unit_catalog, unit_profile, HYBRID)
     ms, _ = migration_costs(spark, hybrid, lateness=0, restart=3)
     # T_MS = T_match + T_move + T_S + restart (Eq. 12.3): 4*1*1 comparisons of 1e-7 s; nothing
-    # moves; T_S rebuilds DuckDB's rows (0.65 s) after reading W = 10 s of the stream again
-    # through the gateway (u = 100/s x 0.001 + 0.1 per batch).
+    # moves; T_S reads W = 10 s of the stream again through the gateway in one batch
+    # (10 s x 100/s x 0.001 + 0.1 once) and rebuilds DuckDB's rows from them: the move in
+    # (500 x 0.001 + 0.01 once) and the pane partials' upkeep (500 x 0.0001).
     assert ms.strategy == MS
-    assert ms.duration == pytest.approx(4e-7 + 0.65 + 10 * 0.2 + 3)
+    assert ms.duration == pytest.approx(4e-7 + (1.0 + 0.1) + (0.5 + 0.01 + 0.05) + 3)
     assert ms.silence == ms.duration and ms.state_tuples == 500
+    # Back to Spark: its aggregate's 10 s of work at 0.1 s per second, and no fixed cost.
     back, _ = migration_costs(hybrid, spark, lateness=0, restart=3)
-    assert back.duration == pytest.approx(4e-7 + 1.0 + 10 * 0.2 + 3)
+    assert back.duration == pytest.approx(4e-7 + (1.0 + 0.1) + 1.0 + 3)
     # A migration that keeps every state costs only the restart and the matching.
     same, _ = migration_costs(hybrid, hybrid, lateness=0, restart=3)
     assert same.duration == pytest.approx(3 + 4e-7) and same.state_tuples == 0
