@@ -44,7 +44,7 @@ from columnar.store import DEFAULT_PATH, ColumnarStore, schema_name
 from optimizer.deployment import deploy
 from optimizer.errors import TandemError
 from optimizer.logical import windows
-from optimizer.migration import MS, PT, MigrationCost, decide, migration_costs
+from optimizer.migration import MS, PT, STRATEGIES, MigrationCost, decide, migration_costs
 from optimizer.observed import BatchObservation, Monitor
 from optimizer.optimizer import placement_spec
 from rowstream.eventtime import EPOCH
@@ -58,7 +58,6 @@ PLAN_BATCHES = 1_000_000_000  # the batch ids of a run's n-th plan start at n ti
 # (Zhu Eq. 12.3 has no such term: CAPE swaps operators in one process). Measured here: Q1 from
 # Spark to DuckDB with 1,200 rows to read again took 1.3 s from the pause to the first batch.
 RESTART_SECONDS = 1.3
-STRATEGIES = (MS, PT)
 
 
 @dataclass(frozen=True)
@@ -119,10 +118,6 @@ class AdaptiveSummary:
     def results_table(self) -> str:
         return f"{schema_name(self.query)}.results"
 
-    @property
-    def tuples(self) -> int:
-        return sum(p.tuples for p in self.plans)
-
     def combined(self) -> RunSummary:
         """The run as one: its plans' counts added up (tuples read again included), its last
         plan's placement."""
@@ -151,14 +146,18 @@ def ask(query: str, placement: str, strategy: str, store: str | Path = DEFAULT_P
         catalog: str | None = None, profile: str | None = None) -> Path:
     """Ask the adaptive run of ``query`` to migrate to ``placement`` by ``strategy`` at its
     next micro-batch; the placement is checked first. Returns the request's file."""
-    if strategy not in STRATEGIES:
-        raise TandemError(f"--strategy {strategy}: give one of {', '.join(STRATEGIES)}")
+    _check(strategy)
     target = explain(query, catalog=catalog, profile=profile, placement=placement)
     path = request_path(store, target.query.stem)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"placement": placement_spec(
         target.optimization.plan.placement), "strategy": strategy}) + "\n")
     return path
+
+
+def _check(strategy: str) -> None:
+    if strategy not in STRATEGIES:
+        raise TandemError(f"--strategy {strategy}: give one of {', '.join(STRATEGIES)}")
 
 
 def _asked(store: str | Path, name: str) -> Request | None:
@@ -196,8 +195,7 @@ def run_adaptive(query: str, *, rate: float, duration: float, batch: float | Non
                           placement=placement)
     name = name or explanation.query.stem
     for strategy in [s for _, _, s in migrate_at or []] + list(strategies):
-        if strategy not in STRATEGIES:
-            raise TandemError(f"--strategy {strategy}: give one of {', '.join(STRATEGIES)}")
+        _check(strategy)
     runner = _Adaptive(
         query=query, name=name, catalog=catalog, profile=profile, store=store,
         stream=dict(rate=rate, steps=steps, duration=duration, batch=batch, store=store,
