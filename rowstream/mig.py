@@ -610,11 +610,13 @@ class Mig:
         a plan that a run migrated to emits, while it rebuilds its state, windows that the
         plan before it evaluated."""
         rows = rows.select(list(self.plan.root.columns))
-        ends, instant = rows.column("window_end"), pa.timestamp("us")
+        instant = pa.timestamp("us")
         if self.final_end is not None and rows.num_rows:
-            rows = rows.filter(pc.less_equal(ends, pa.scalar(self.final_end, instant)))
+            rows = rows.filter(pc.less_equal(rows.column("window_end"),
+                                             pa.scalar(self.final_end, instant)))
         if self.floor is not None and rows.num_rows:
-            rows = rows.filter(pc.greater(rows.column("window_end"), pa.scalar(self.floor, instant)))
+            rows = rows.filter(pc.greater(rows.column("window_end"),
+                                          pa.scalar(self.floor, instant)))
         return rows
 
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from columnar.store import ColumnarStore
 from optimizer import optimize
 from tandem import reference
 from tandem.migration import run_adaptive
 from tandem.workload import SmartPlugs
 from tests.conftest import lost_and_duplicated, query_sql
 from tests.test_reference import assert_same_rows
+from tests.test_run import results
 
 pytestmark = pytest.mark.integration
 
@@ -26,14 +26,6 @@ RATE, STEPS, DURATION, BATCH = 3, ((300, 60), (450, 3)), 700, 50
 def truth():
     stream = SmartPlugs(rate=RATE, steps=STEPS, **TOPOLOGY).between(0, DURATION)
     return reference.Evaluator({"plugs": pl.from_arrow(stream)})
-
-
-def results(store_path, name: str) -> pl.DataFrame:
-    store = ColumnarStore(store_path)
-    try:
-        return pl.from_arrow(store.results(name))
-    finally:
-        store.close()
 
 
 @pytest.mark.parametrize("name", ["q1", "q3", "q6"])
