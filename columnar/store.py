@@ -173,13 +173,17 @@ class ColumnarStore:
     def take_over(self, previous: str, query: str, tables: Iterable[str]) -> int:
         """Copy ``tables`` from ``previous``'s schema into ``query``'s: the window state of a
         plan that a run migrates from, which the plan it migrates to keeps alike. Their rows
-        count as batch -1, which no batch of the new plan takes back. Returns the rows copied."""
+        count as batch -1, which no batch of the new plan takes back. Only the rows of batches
+        whose arrival was recorded are copied: a run that stopped between a batch's rows and
+        its record would replay that batch, and the new plan reads those rows again instead.
+        Copying again replaces the copy. Returns the rows copied."""
         old, new, copied = schema_name(previous), schema_name(query), 0
         for table in tables:
             if not self._exists(old, table):  # no row of it had arrived
                 continue
             self._run(f"CREATE OR REPLACE TABLE {new}.{table} AS "
-                      f"SELECT * REPLACE (-1::BIGINT AS _batch) FROM {old}.{table}")
+                      f"SELECT * REPLACE (-1::BIGINT AS _batch) FROM {old}.{table} "
+                      f"WHERE _batch < 0 OR _batch IN (SELECT batch_id FROM {old}.progress)")
             self._created.add(f"{new}.{table}")
             copied += self.rows(query, table)
         return copied
@@ -241,6 +245,10 @@ class ColumnarStore:
         first_ts, frontiers, last_end = rows[0]
         return Progress(first_ts, last_end, {k: datetime.fromisoformat(v)
                                              for k, v in json.loads(frontiers or "{}").items()})
+
+    def arrivals(self, query: str) -> int:
+        """The micro-batches whose arrival is recorded."""
+        return self._run(f"SELECT count(*) FROM {schema_name(query)}.progress")[0][0]
 
     def unevaluated(self, query: str) -> tuple[int, Progress] | None:
         """The last micro-batch, if its rows arrived but its evaluation never committed (a run

@@ -158,9 +158,10 @@ def run_command(
     gateway: Annotated[str, typer.Option(help="How a landing directory is read: auto (Spark's own file source where it fits), native or python (docs/execution.md).")] = "auto",
     adaptive: Annotated[bool, typer.Option(help="Re-optimise at the observed rate and migrate the plan live when a better one pays for its migration (docs/adaptive.md); `tandem migrate` asks for a migration by hand.")] = False,
     steps: Annotated[str, typer.Option(help="Rate steps of the generator: SECOND:RATE,... (60:40000,120:2000).")] = "",
+    migrate_at: Annotated[list[str] | None, typer.Option(help="With --adaptive: migrate once the stream passes SECOND of event time, SECOND:PLACEMENT:ms|pt (300:duckdb:pt); repeat it for more.")] = None,
 ) -> None:
     """Optimise QUERY (unless --placement forces a plan), deploy it on Spark and DuckDB, run it."""
-    from tandem.migration import run_adaptive
+    from tandem.migration import parse_migrate_at, run_adaptive
     from tandem.run import by_rule, landing_format, run  # imports Spark: only to run
     from tandem.settings import spark_log_path, store_path
     from tandem.workload import parse_steps
@@ -171,9 +172,12 @@ def run_command(
             rate_steps = parse_steps(steps)
         except ValueError as err:
             raise TandemError(f"--steps: {err}") from None
-        if adaptive and (source != "generator" or resume):
-            raise TandemError("--adaptive runs over the generator, from the start: a landing "
-                              "directory's stream cannot be read again from an event time")
+        if adaptive and source != "generator":
+            raise TandemError("--adaptive runs over the generator: a landing directory's "
+                              "stream cannot be read again from an event time")
+        if migrate_at and not adaptive:
+            raise TandemError("--migrate-at migrates an adaptive run: give --adaptive too")
+        forced = [parse_migrate_at(m) for m in migrate_at or []]
     with user_errors(query):
         plan = explain(query, rate=rate, catalog=catalog, profile=profile, placement=placement,
                        file_format=landing_format(source))
@@ -222,7 +226,8 @@ def run_command(
                 summary = run_adaptive(query, rate=rate, duration=duration, batch=batch,
                                        steps=rate_steps, placement=placement, store=store,
                                        catalog=catalog, profile=profile, lateness=lateness,
-                                       on_batch=on_batch, on_migration=on_migration).combined()
+                                       migrate_at=forced, resume=resume, on_batch=on_batch,
+                                       on_migration=on_migration).combined()
             else:
                 summary = run(query, placement=placement, rate=rate, duration=duration,
                               batch=batch, source=source, catalog=catalog, profile=profile,

@@ -40,7 +40,10 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from columnar.store import DEFAULT_PATH, ColumnarStore, schema_name
+import pyarrow as pa
+
+from columnar.crash import crash_point
+from columnar.store import DEFAULT_PATH, LOG_SCHEMA, ColumnarStore, schema_name
 from optimizer.deployment import deploy
 from optimizer.errors import TandemError
 from optimizer.logical import windows
@@ -155,6 +158,21 @@ def ask(query: str, placement: str, strategy: str, store: str | Path = DEFAULT_P
     return path
 
 
+def parse_migrate_at(text: str) -> tuple[float, str, str]:
+    """A migration by hand written ``SECOND:PLACEMENT:STRATEGY`` (``300:duckdb:pt``)."""
+    second, _, rest = text.partition(":")
+    placement, _, strategy = rest.rpartition(":")
+    try:
+        at = float(second)
+    except ValueError:
+        at = None
+    if at is None or not placement:
+        raise TandemError(f"--migrate-at {text}: write it SECOND:PLACEMENT:STRATEGY "
+                          "(300:duckdb:pt)")
+    _check(strategy)
+    return at, placement, strategy
+
+
 def _check(strategy: str) -> None:
     if strategy not in STRATEGIES:
         raise TandemError(f"--strategy {strategy}: give one of {', '.join(STRATEGIES)}")
@@ -182,6 +200,7 @@ def run_adaptive(query: str, *, rate: float, duration: float, batch: float | Non
                  profile: str | None = None, lateness: float | None = None,
                  topology: dict | None = None, margin: float = 0.2, horizon: float = 600.0,
                  name: str | None = None, strategies: tuple[str, ...] = STRATEGIES,
+                 resume: bool = False,
                  on_batch: Callable[[BatchReport], None] | None = None,
                  on_migration: Callable[[Migration], None] | None = None) -> AdaptiveSummary:
     """Run ``query`` over the generated stream (``rate`` tuples/s, with rate ``steps``),
@@ -190,7 +209,10 @@ def run_adaptive(query: str, *, rate: float, duration: float, batch: float | Non
     (``optimizer.migration.decide``) says the better plan pays for its migration.
     ``migrate_at``: migrations by hand, (second of event time, placement, strategy) each, made
     once the stream has passed that second. ``batch``: event time per micro-batch.
-    ``strategies``: those the adaptive rule chooses from, by their predicted work."""
+    ``strategies``: those the adaptive rule chooses from, by their predicted work.
+    ``resume``: continue a run that stopped, in the middle of a migration or not, from the
+    plans it recorded (``tandem_log.adaptive_plans``) and their checkpoints; give it the
+    arguments the run was started with."""
     explanation = explain(query, rate=rate, catalog=catalog, profile=profile,
                           placement=placement)
     name = name or explanation.query.stem
@@ -205,9 +227,19 @@ def run_adaptive(query: str, *, rate: float, duration: float, batch: float | Non
                   else lateness),
         adaptive=adaptive, forced=sorted(migrate_at or []), strategies=tuple(strategies),
         margin=margin, horizon=horizon, on_batch=on_batch, on_migration=on_migration)
+    if resume:
+        return runner.resume(recorded_plans(store, name))
     _forget_plans(store, name)
     request_path(store, name).unlink(missing_ok=True)  # asked of an earlier run
     return runner.run(explanation)
+
+
+# What each plan of an adaptive run is doing, as recorded for its resume.
+PAUSING = "pausing"  # Moving State: it stops; the next plan is not chosen yet
+RUNNING = "running"
+HELD = "held"  # Parallel Track's new plan: its results wait in its own table
+DONE = "done"
+PLANS_LOG = "adaptive_plans"  # in tandem_log: a row per plan of each adaptive run
 
 
 @dataclass
@@ -248,12 +280,59 @@ class _Adaptive:
     strategies: tuple[str, ...]  # those the adaptive rule may choose
     summary: AdaptiveSummary = field(init=False)
     numbers: int = 0
+    # What each plan is doing, by number: recorded before it changes, so that a resumed run
+    # finds every plan that was running, and what it took over (``_save``).
+    history: dict[int, dict] = field(default_factory=dict)
 
     def __post_init__(self):
         self.summary = AdaptiveSummary(self.name)
 
     def run(self, explanation: Explanation) -> AdaptiveSummary:
-        plan = self._start(explanation, None, None)
+        return self._follow(self._start(explanation, None, None))
+
+    def resume(self, history: dict[int, dict]) -> AdaptiveSummary:
+        """Continue from the plans a stopped run recorded: each that was running resumes from
+        its checkpoint; a pause or a release under way completes first."""
+        where = f"the adaptive run of {self.name} over {self.store}"
+        if not history:
+            raise TandemError(f"{where} recorded no plan to resume: run without --resume")
+        live = sorted(n for n, entry in history.items() if entry["status"] != DONE)
+        if not live:
+            raise TandemError(f"{where} has ended: run without --resume to start it again")
+        self.history, self.numbers = history, max(history)
+        pausing = history[live[-1]]["status"] == PAUSING
+        del self.forced[:self.numbers + pausing]  # the migrations made already
+        if pausing:
+            entry = history[live[-1]]
+            return self._follow(self._moving_state(
+                live[-1], self._explain(entry["placement"], entry["rate"]),
+                _request(entry["request"]), entry["request_rate"], time.perf_counter(), None))
+        # Parallel Track with both plans running: the new one first, for the old one's sake.
+        beside = self._restart(history[live[1]]) if len(live) == 2 else None
+        return self._follow(self._restart(history[live[0]], beside))
+
+    def _restart(self, entry: dict, beside: _Plan | None = None) -> _Plan:
+        """A recorded plan, started again from its checkpoint (``beside``: Parallel Track's new
+        plan, started already). A held plan whose old plan is done has its results released
+        first."""
+        takeover = _takeover(entry["takeover"]) if entry["takeover"] else None
+        held = entry["status"] == HELD
+        if held and self.history[entry["number"] - 1]["status"] == DONE:
+            _move_results(self.store, takeover.results, self.name)
+            held, entry["status"] = False, RUNNING
+        if takeover is not None and not held:
+            takeover = replace(takeover, results=self.name)
+        migration = _migration(entry["migration"]) if entry["migration"] else None
+        if migration is not None:
+            self._announce(migration)
+        end = entry["last_end"]
+        return self._start(self._explain(entry["placement"], entry["rate"]), takeover,
+                           migration, released=not held, resume=True,
+                           last_end=datetime.fromisoformat(end) if end else None,
+                           number=entry["number"], beside=beside)
+
+    def _follow(self, plan: _Plan) -> AdaptiveSummary:
+        """Wait for the running plan; go on with the plan it migrates to, until the last."""
         while True:
             plan.thread.join()
             if plan.error is not None:
@@ -265,31 +344,41 @@ class _Adaptive:
             if plan.migration is not None and plan.migration.strategy == MS:
                 _record(self.store, self.name, plan.migration)
             if plan.beside is not None:  # Parallel Track: the old plan emitted its last window
+                self._mark(plan.number, DONE)
                 plan = self._release(plan.beside)
                 continue
-            request = plan.watch.request
-            if request is None:
+            watch = plan.watch
+            if watch.request is None:
+                self._mark(plan.number, DONE)
                 return self.summary
-            target = self._explain(request, plan.watch)
-            self.numbers += 1
-            takeover, migration = moving_state_takeover(
-                self.store, self.name, self.numbers, plan.explanation, target, self.start_second,
-                self.lateness, request, plan.watch.requested_at, plan.watch.last_output)
-            self._announce(migration)
-            plan = self._start(target, takeover, migration)
+            plan = self._moving_state(plan.number, plan.explanation, watch.request,
+                                      watch.planned_rate, watch.requested_at, watch.last_output)
+
+    def _moving_state(self, old: int, explanation: Explanation, request: Request, rate: float,
+                      paused_at: float, last_output: float | None) -> _Plan:
+        """Steps 2-5 of Moving State, once plan ``old`` has stopped: the next plan starts."""
+        target = self._explain(request.placement, rate)
+        self.numbers += 1
+        takeover, migration = moving_state_takeover(
+            self.store, self.name, self.numbers, explanation, target, self.start_second,
+            self.lateness, request, paused_at, last_output)
+        self._announce(migration)
+        crash_point("migration", self.numbers)
+        self.history[old]["status"] = DONE  # recorded with the next plan, at once
+        return self._start(target, takeover, migration)
 
     def _priced(self, request: Request, plan: _Plan) -> Request:
         """A request with its strategy's cost (``optimizer.migration``) at the planned rate."""
-        now = explain(self.query, rate=plan.watch.planned_rate, catalog=self.catalog,
-                      profile=self.profile,
-                      placement=placement_spec(plan.explanation.optimization.plan.placement))
-        costs = migration_costs(now.optimization, self._explain(request, plan.watch).optimization,
+        rate = plan.watch.planned_rate
+        now = self._explain(placement_spec(plan.explanation.optimization.plan.placement), rate)
+        costs = migration_costs(now.optimization,
+                                self._explain(request.placement, rate).optimization,
                                 lateness=self.lateness, restart=RESTART_SECONDS)
         return replace(request, predicted=next(c for c in costs if c.strategy == request.strategy))
 
-    def _explain(self, request: Request, watch: _Watch) -> Explanation:
-        return explain(self.query, rate=watch.planned_rate, catalog=self.catalog,
-                       profile=self.profile, placement=request.placement)
+    def _explain(self, placement: str, rate: float) -> Explanation:
+        return explain(self.query, rate=rate, catalog=self.catalog, profile=self.profile,
+                       placement=placement)
 
     def _announce(self, migration: Migration) -> None:
         self.summary.migrations.append(migration)
@@ -297,9 +386,23 @@ class _Adaptive:
             self.on_migration(migration)
 
     def _start(self, explanation: Explanation, takeover: Takeover | None,
-               migration: Migration | None, released: bool = True) -> _Plan:
-        plan = _Plan(self.numbers, explanation, takeover,
-                     _Watch(self.start_second, explanation, self.on_batch), migration, released)
+               migration: Migration | None, released: bool = True, resume: bool = False,
+               last_end: datetime | None = None, number: int | None = None,
+               beside: _Plan | None = None) -> _Plan:
+        """Record the plan (``_save``), then run it in a thread of its own: the run's latest
+        unless ``number`` is given (a resumed plan). ``last_end``: the last window_end it
+        evaluates."""
+        plan = _Plan(self.numbers if number is None else number, explanation, takeover,
+                     _Watch(self.start_second, explanation, self.on_batch), migration, released,
+                     beside=beside)
+        self.history[plan.number] = {
+            "number": plan.number, "status": RUNNING if released else HELD,
+            "placement": placement_spec(explanation.optimization.plan.placement),
+            "rate": explanation.optimization.rate,
+            "takeover": _takeover_json(takeover) if takeover else None,
+            "migration": migration.to_json() if migration else None,
+            "last_end": last_end.isoformat() if last_end else None}
+        self._save()
 
         def started(bridge: Mig) -> None:
             plan.bridge = bridge
@@ -309,8 +412,8 @@ class _Adaptive:
             try:
                 plan.summary = run(self.query, explanation=explanation,
                                    name=plan_name(self.name, plan.number), takeover=takeover,
-                                   lateness=self.lateness, on_start=started,
-                                   stop_when=lambda: self._stop_when(plan),
+                                   lateness=self.lateness, on_start=started, resume=resume,
+                                   last_end=last_end, stop_when=lambda: self._stop_when(plan),
                                    on_batch=lambda report: self._observe(plan, report),
                                    **self.stream)
             except BaseException as err:  # the coordinating thread raises it
@@ -321,6 +424,22 @@ class _Adaptive:
         plan.thread = threading.Thread(target=body, name=f"tandem-{plan_name(self.name, plan.number)}")
         plan.thread.start()
         return plan
+
+    def _mark(self, number: int, status: str, **details) -> None:
+        self.history[number].update(status=status, **details)
+        self._save()
+
+    def _save(self) -> None:
+        """Record every plan of the run in one transaction (``tandem_log.adaptive_plans``)."""
+        rows = pa.Table.from_pylist([
+            {"target": self.name, "number": n, "status": entry["status"],
+             "plan": json.dumps(entry), "logged_at": datetime.now(UTC).replace(tzinfo=None)}
+            for n, entry in sorted(self.history.items())])
+        columnar = ColumnarStore(self.store)
+        try:
+            columnar.replace_logged(PLANS_LOG, self.name, rows)
+        finally:
+            columnar.close()
 
     def _observe(self, plan: _Plan, report: BatchReport) -> None:
         plan.watch.observe(report)
@@ -359,7 +478,11 @@ class _Adaptive:
             if watch.request.predicted is None:  # by hand: priced all the same
                 watch.request = self._priced(watch.request, plan)
         if watch.request.strategy != PT:
-            return True  # Moving State: the pause begins
+            # Moving State: the pause begins. Its batches from now on are skipped, so a
+            # resumed run does not start this plan again, but goes on with the migration.
+            self._mark(plan.number, PAUSING, request=asdict(watch.request),
+                       request_rate=watch.planned_rate)
+            return True
         self._parallel_track(plan)
         return False
 
@@ -368,7 +491,7 @@ class _Adaptive:
         emits the window_ends up to the last that holds a tuple before it, the new one those
         after, held back until ``old`` is done."""
         request, watch = old.watch.request, old.watch
-        target = self._explain(request, watch)
+        target = self._explain(request.placement, watch.planned_rate)
         logical = target.optimization.logical
         step = round(logical.root.slide * 1e6)
         switch = watch.seconds  # the new plan's tuples are those from here on
@@ -385,15 +508,18 @@ class _Adaptive:
                               watch.requested_at, [watch.last_output or watch.requested_at])
         self._announce(migration)
         old.bridge.final_end = min(old.bridge.final_end or last_old, last_old)
+        self.history[old.number]["last_end"] = last_old.isoformat()  # recorded with the new
         old.beside = self._start(target, takeover, migration, released=False)
 
     def _release(self, plan: _Plan) -> _Plan:
         """Parallel Track's end: the old plan is done; the new one's results held so far join
         the run's, and it writes there from now on."""
         plan.started.wait()
+        crash_point("release", plan.number)
         if plan.bridge is not None:
             plan.bridge.release(self.name)
         plan.released = True
+        self._mark(plan.number, RUNNING)
         migration = plan.migration
         migration.ended_at = time.perf_counter()
         migration.outputs.append(migration.ended_at)
@@ -502,6 +628,57 @@ def moving_state_takeover(store: str | Path, name: str, number: int, old: Explan
                                until - begin, tables,
                                request.predicted.duration if request.predicted else None,
                                paused_at, [last_output or paused_at])
+
+
+def recorded_plans(store: str | Path, name: str) -> dict[int, dict]:
+    """The plans the adaptive run ``name`` recorded, by number (``_Adaptive._save``)."""
+    columnar = ColumnarStore(store)
+    try:
+        if not columnar.logged(PLANS_LOG):
+            return {}
+        rows = columnar.query(f"SELECT number, plan FROM {LOG_SCHEMA}.{PLANS_LOG} "
+                              "WHERE target = ?", [name])
+    finally:
+        columnar.close()
+    return {row["number"]: json.loads(row["plan"]) for row in rows}
+
+
+def _takeover_json(takeover: Takeover) -> dict:
+    return {**asdict(takeover), "floor": takeover.floor.isoformat() if takeover.floor else None,
+            "taken": sorted(takeover.taken), "tables": list(takeover.tables)}
+
+
+def _takeover(recorded: dict) -> Takeover:
+    floor = recorded["floor"]
+    return Takeover(**{**recorded, "floor": datetime.fromisoformat(floor) if floor else None,
+                       "taken": frozenset(recorded["taken"]),
+                       "tables": tuple(recorded["tables"])})
+
+
+def _request(recorded: dict) -> Request:
+    predicted = recorded["predicted"]
+    return Request(recorded["placement"], recorded["strategy"],
+                   f"{recorded['reason']} (resumed after a stop)",
+                   MigrationCost(**predicted) if predicted else None)
+
+
+def _migration(recorded: dict) -> Migration:
+    """A migration under way when its run stopped; its timings start again with the resume."""
+    now, floor = time.perf_counter(), recorded["floor"]
+    return Migration(recorded["number"], recorded["strategy"], recorded["old"], recorded["new"],
+                     f"{recorded['reason']} (resumed after a stop)",
+                     datetime.fromisoformat(floor) if floor else None,
+                     recorded["replayed_seconds"], tuple(recorded["taken"]),
+                     recorded["predicted_seconds"], now, [now])
+
+
+def _move_results(store: str | Path, held: str, name: str) -> None:
+    """Release a held plan's results into the run's (``Mig.release``, for a plan not running)."""
+    columnar = ColumnarStore(store)
+    try:
+        columnar.move_results(held, name)
+    finally:
+        columnar.close()
 
 
 def _tables(stored: tuple) -> list[str]:

@@ -109,7 +109,7 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
         explanation: Explanation | None = None, name: str | None = None,
         lateness: float | None = None, stall_timeout: float = STALL_TIMEOUT,
         gateway: str = "auto", steps: tuple[tuple[float, float], ...] = (),
-        takeover: Takeover | None = None,
+        takeover: Takeover | None = None, last_end: datetime | None = None,
         on_start: Callable[[Mig], None] | None = None) -> RunSummary:
     """Run ``query`` for ``duration`` seconds of event time at ``rate`` tuples/s (generator), or
     over the files in the directory ``source``. ``batch`` is the event time per micro-batch
@@ -130,7 +130,8 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
     micro-batch finishes for ``stall_timeout`` seconds stops with an error (``Watchdog``).
     ``gateway`` is how a landing directory is read (``landing_gateway``). ``steps``: the
     generated stream's rate steps (``tandem.workload.SmartPlugs``). ``takeover``: this run is a
-    plan that another one's run migrated to. ``on_start`` gets the MIG once the query runs."""
+    plan that another one's run migrated to. ``last_end``: the last window_end it evaluates
+    (a plan that Parallel Track replaces). ``on_start`` gets the MIG once the query runs."""
     if spark_design not in SPARK_DESIGNS and spark_design not in WHOLE_PLAN:
         raise TandemError(f"Spark design {spark_design!r}: give one of {', '.join(SPARK_DESIGNS)}")
     explanation = explanation or explain(query, rate=rate, catalog=catalog, profile=profile,
@@ -176,6 +177,7 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
     if generated:
         plugs = SmartPlugs(rate=rate, steps=steps, **(topology or {}))
         final_end = EPOCH + timedelta(microseconds=last_window_end(plugs, duration, slide))
+        final_end = min(final_end, last_end or final_end)
 
     with _STARTING:  # concurrent runs (tandem verify --parallel) name their queries apart
         crash.arm()
@@ -183,7 +185,8 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
         bridge = Mig(name, deployment, columnar, spark, record, final_end=final_end,
                      spark_design=spark_design, lateness=lateness, checkpoint=str(checkpoint),
                      native=native, time_distance=time_distance,
-                     **(taking_over(takeover, plugs.start, columnar, name) if takeover else {}))
+                     **(taking_over(takeover, plugs.start, columnar, name, resume)
+                        if takeover else {}))
         if resume:
             bridge.recover()
         if generated:
@@ -267,10 +270,13 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
     return summary
 
 
-def taking_over(takeover: Takeover, start: int, store: ColumnarStore, name: str) -> dict:
+def taking_over(takeover: Takeover, start: int, store: ColumnarStore, name: str,
+                resume: bool) -> dict:
     """The state a plan that a run migrates to takes over, copied into its schema, and the
-    MIG's arguments that continue the run."""
-    store.take_over(takeover.previous, name, takeover.tables)
+    MIG's arguments that continue the run. A resumed plan whose batches have begun to arrive
+    has the copy already, and has changed it since."""
+    if not (resume and store.arrivals(name)):
+        store.take_over(takeover.previous, name, takeover.tables)
     until = EPOCH + timedelta(microseconds=round((start + takeover.replay_until) * 1e6))
     return {"results": takeover.results, "batch_base": takeover.batch_base,
             "floor": takeover.floor, "taken": takeover.taken, "taken_until": until}

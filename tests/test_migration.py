@@ -12,6 +12,7 @@ import pytest
 from columnar.store import ColumnarStore
 from optimizer import optimize
 from optimizer.cost import Objective, PlanCost
+from optimizer.errors import TandemError
 from optimizer.migration import (
     MS,
     PARTIALS,
@@ -28,7 +29,7 @@ from optimizer.observed import BatchObservation, Monitor
 from rowstream.eventtime import EPOCH
 from rowstream.mig import STREAM
 from tandem.explain import explain
-from tandem.migration import PLAN_BATCHES, Request, moving_state_takeover
+from tandem.migration import PLAN_BATCHES, Request, moving_state_takeover, parse_migrate_at
 from tandem.workload import DEBS_START
 from tests.test_cost import COUNT_BY_K, S_JOIN_T
 
@@ -213,3 +214,12 @@ def test_moving_state_takes_over_what_is_stored_alike(tmp_path, new, taken, begi
     assert (takeover.begin, takeover.replay_until) == (begin, 400.0)
     assert takeover.batch_base == PLAN_BATCHES and takeover.results == "q3"
     assert migration.replayed_seconds == 400.0 - begin
+
+
+def test_a_migration_by_hand_is_read_from_the_command_line():
+    assert parse_migrate_at("300:duckdb:pt") == (300.0, "duckdb", "pt")
+    assert parse_migrate_at("90.5:select_1=spark,aggregate_1=duckdb:ms") == (
+        90.5, "select_1=spark,aggregate_1=duckdb", "ms")
+    for wrong in ("duckdb:pt", "later:duckdb:ms", "300:duckdb:fast", "300::ms"):
+        with pytest.raises(TandemError):
+            parse_migrate_at(wrong)

@@ -1,14 +1,23 @@
 """Live plan migration on the real engines: a run that migrates between Spark and DuckDB, in
-both directions, gives exactly the reference evaluator's rows, none missing and none twice."""
+both directions, gives exactly the reference evaluator's rows, none missing and none twice;
+and so does one killed in the middle of a migration and resumed."""
 
 from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import polars as pl
 import pytest
 
+from columnar.crash import MIGRATION_POINTS, POINTS, VARIABLE
 from optimizer import optimize
 from tandem import reference
-from tandem.migration import run_adaptive
+from tandem.migration import PLAN_BATCHES, run_adaptive
 from tandem.workload import SmartPlugs
 from tests.conftest import lost_and_duplicated, query_sql
 from tests.test_reference import assert_same_rows
@@ -88,3 +97,50 @@ def test_parallel_track_gives_the_reference_rows_and_output_all_along(tmp_path, 
     assert len(migration.outputs) > 2
     # It emitted the window_ends up to the last that holds a tuple from before the switch.
     assert migration.floor < max(want["window_end"])
+
+
+ROOT = Path(__file__).resolve().parents[1]
+# run_adaptive in a process of its own, which a crash point kills with its Spark.
+ADAPTIVE = "import json, sys; from tandem.migration import run_adaptive; " \
+           "run_adaptive(**json.loads(sys.argv[1]))"
+
+
+def adaptive(store: Path, name: str, placement: str, migrate_at: tuple, crash: str | None = None,
+             resume: bool = False) -> subprocess.CompletedProcess:
+    arguments = dict(query=name, rate=RATE, steps=STEPS, duration=DURATION, batch=BATCH,
+                     topology=TOPOLOGY, placement=placement, adaptive=False,
+                     migrate_at=[migrate_at], store=str(store), resume=resume)
+    env = {k: v for k, v in os.environ.items() if k != VARIABLE}
+    if crash:
+        env[VARIABLE] = crash
+    return subprocess.run([sys.executable, "-c", ADAPTIVE, json.dumps(arguments)], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=900,
+                          start_new_session=True)
+
+
+@pytest.mark.parametrize("name, placement, migrate_at, crash", [
+    # Moving State: the old plan has stopped, and the new one is not recorded yet.
+    ("q1", "spark", (380, "duckdb", "ms"), "migration:1"),
+    # Moving State: the new plan evaluates the batch that read the open windows again.
+    ("q3", "spark", (380, "duckdb", "ms"), f"evaluation:{PLAN_BATCHES}"),
+    # Parallel Track: both plans run; the new one evaluates its second batch.
+    ("q1", "spark", (320, "duckdb", "pt"), f"evaluation:{PLAN_BATCHES + 1}"),
+    # Parallel Track: the old plan is done, the new one's results are still held.
+    ("q6", "duckdb", (320, "spark", "pt"), "release:1"),
+])
+def test_a_run_killed_in_the_middle_of_a_migration_resumes_exactly(tmp_path, truth, catalog,
+                                                                   profile, name, placement,
+                                                                   migrate_at, crash):
+    store = tmp_path / "tandem.duckdb"
+    killed = adaptive(store, name, placement, migrate_at, crash)
+    point = crash.split(":")[0]
+    assert killed.returncode == -signal.SIGKILL, (
+        f"the run did not reach the crash point "
+        f"({({**POINTS, **MIGRATION_POINTS})[point]}): {killed.stderr[-2000:]}")
+    resumed = adaptive(store, name, placement, migrate_at, resume=True)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    root = optimize(query_sql(name), catalog, profile).logical.root
+    got = results(store, name).select(root.columns)
+    want = truth.result(root)
+    assert lost_and_duplicated(got, want) == (0, 0)
+    assert_same_rows(got, want)

@@ -97,3 +97,23 @@ def test_a_batch_that_arrived_but_was_not_evaluated_is_evaluated_after_a_restart
     store.arrived("q5", 1, START, {"stream": ends[3]})  # replayed
     assert store.results("q5").num_rows == 1
     assert store.progress("q5", before=2) == Progress(START, ends[1], {"stream": ends[3]})
+
+
+def test_a_takeover_copies_the_rows_of_recorded_arrivals_only(tmp_path, q5):
+    # Batch 1's rows were appended and the run stopped before its arrival was recorded: the
+    # batch is read again, so its rows are not the old plan's state to take over.
+    rows = SmartPlugs(rate=10, houses=2, households_per_house=2, plugs=6).between(0, 10)
+    store = ColumnarStore(tmp_path / "t.duckdb")
+    for query in ("old", "new"):
+        store.create(query)
+    store.append_input("old", q5.sources[0], rows.slice(0, 50), 0, q5.panes)
+    store.arrived("old", 0, START, {"stream": START})
+    store.append_input("old", q5.sources[0], rows.slice(50), 1, q5.panes)
+    tables = [q5.sources[0].table] + [p.table.table for p in q5.panes]
+    assert store.take_over("old", "new", tables) > 0
+    assert store.rows("new", q5.sources[0].table) == 50
+    for table in tables:
+        assert store.query(f"SELECT DISTINCT _batch FROM q_new.{table}") == [{"_batch": -1}]
+    # Copied again (a resumed migration), it is the same copy, not two.
+    store.take_over("old", "new", tables)
+    assert store.rows("new", q5.sources[0].table) == 50
