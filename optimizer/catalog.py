@@ -71,6 +71,10 @@ class Catalog:
         streams = {n: replace(s, file_format=file_format) for n, s in self.streams.items()}
         return Catalog(streams, self.selectivity, self.source)
 
+    def with_selectivity(self, observed: dict[str, float]) -> Catalog:
+        """The catalog with ``observed`` selectivities (by predicate key) over its own."""
+        return Catalog(self.streams, {**self.selectivity, **observed}, self.source)
+
 
 def _check_format(file_format: str, source: str, stream: str) -> None:
     if file_format not in FILE_FORMATS:

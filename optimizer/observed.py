@@ -16,6 +16,10 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 
+from optimizer.expressions import predicate_key
+from optimizer.logical import LogicalPlan, Project, Select, Window, windows
+from optimizer.statistics import Statistics
+
 
 @dataclass(frozen=True)
 class BatchObservation:
@@ -67,13 +71,19 @@ class Monitor:
                         {r: n / tuples for r, n in moved.items()} if tuples else {},
                         len(self.batches))
 
-    def due(self, planned_rate: float) -> bool:
+    def due(self, planned_rate: float, planned_selectivity: dict[str, float] | None = None
+            ) -> bool:
         """Whether to re-optimise: the observed rate has stayed outside [r/(1+band), r·(1+band)]
-        of the plan's rate r for ``confirm`` estimates in a row, or the plan falls behind."""
+        of the plan's rate r, or a selection's selectivity outside the band around the one the
+        plan was chosen with (``planned_selectivity``, relation id -> rows per stream tuple),
+        for ``confirm`` estimates in a row; or the plan falls behind."""
         observed = self.estimate()
         if observed is None:
             return False
-        off = abs(math.log(max(observed.rate, 1e-9) / planned_rate)) > math.log1p(self.band)
+        planned = {"": planned_rate, **(planned_selectivity or {})}
+        seen = {"": observed.rate, **observed.selectivity}
+        off = any(abs(math.log(max(seen[k], 1e-9) / max(v, 1e-9))) > math.log1p(self.band)
+                  for k, v in planned.items() if k in seen)
         self.outside = self.outside + 1 if off or observed.load > 1 else 0
         return self.outside >= self.confirm
 
@@ -82,3 +92,35 @@ class Monitor:
         self.batches.clear()
         self.outside = 0
 
+
+
+def selections(plan: LogicalPlan) -> dict[str, Select]:
+    """The relations (by id) that are one selection of a single stream's windowed rows, under
+    projections or not: their rows per stream tuple are the predicate's selectivity (Eq. 6.1,
+    with the window's rate as λ_in). Other crossings (aggregates, joins, chained selections)
+    say nothing of one predicate."""
+    if len({w.stream for w in windows(plan.root)}) != 1:
+        return {}
+
+    def below(node):
+        while isinstance(node, Project):
+            node = node.input
+        return node
+
+    found = {}
+    for node, rid in plan.relation_ids.items():
+        selection = below(node)
+        if isinstance(selection, Select) and isinstance(below(selection.input), Window):
+            found[rid] = selection
+    return found
+
+
+def planned_selectivities(plan: LogicalPlan, stats: Statistics) -> dict[str, float]:
+    """The selectivities a plan was chosen with, by relation id (``selections``)."""
+    return {rid: stats.selectivity(s) for rid, s in selections(plan).items()}
+
+
+def catalog_selectivities(plan: LogicalPlan, observed: Observed) -> dict[str, float]:
+    """Observed selectivities as the catalog keys them, by predicate (``selections``)."""
+    return {predicate_key(s.predicate): observed.selectivity[rid]
+            for rid, s in selections(plan).items() if rid in observed.selectivity}

@@ -123,6 +123,9 @@ class BatchReport:
     late: int  # of those, the rows that arrived late
     seconds: float  # from the batch's arrival to its evaluation's commit
     rules: dict[str, int] = field(default_factory=dict)  # quarantined rows per rule
+    # Rows of each relation of the stream's rows that crossed to DuckDB (the monitor's
+    # selectivities, optimizer/observed.py), by relation id.
+    crossed: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -143,6 +146,7 @@ class Arrival:
     # DB-op's rows for them (evaluated in the executors during the batch's job).
     ends: list[datetime] | None = None
     partitioned: dict[str, pa.Table] | None = None
+    crossed: dict[str, int] = field(default_factory=dict)  # as in BatchReport
 
 
 @dataclass(frozen=True)
@@ -385,7 +389,7 @@ class Mig:
         late = pc.sum(pc.equal(got.quarantined.column("rule"), LATE)).as_py() or 0
         self.store.append(self.query, QUARANTINE, got.quarantined, batch_id)
 
-        results = None
+        results, crossed = None, {}
         for rid, node in self.central.items():
             rows = relation_rows(got.everything, rid)
             if node.instantiated:
@@ -394,6 +398,8 @@ class Mig:
                 if marks.num_rows:
                     frontiers[rid] = max(pc.max(marks.column("window_end")).as_py(),
                                          frontiers.get(rid, EPOCH))
+            else:
+                crossed[rid] = rows.num_rows
             self.transfers.count(rows)
             if rid == self.root and self.direct:
                 results = self._final(rows)
@@ -422,7 +428,7 @@ class Mig:
         rules = {c["values"]: c["counts"]
                  for c in pc.value_counts(got.quarantined.column("rule")).to_pylist()}
         return Arrival(batch_id, started, got.tuples, got.latest, got.quarantined.num_rows, late,
-                       first_ts, frontiers, results, rules, ends, partitioned)
+                       first_ts, frontiers, results, rules, ends, partitioned, crossed)
 
     def _collect(self, batch: DataFrame, batch_id: int, before) -> Gathered:
         """The whole micro-batch on the driver, in one Spark job; Arrow splits it by relation."""
@@ -521,7 +527,8 @@ class Mig:
             if self.on_batch:
                 self.on_batch(BatchReport(batch_id, arrival.tuples, arrival.latest, len(ends),
                                           count, arrival.quarantined, arrival.late,
-                                          time.perf_counter() - arrival.started, arrival.rules))
+                                          time.perf_counter() - arrival.started, arrival.rules,
+                                          arrival.crossed))
         except Exception as err:
             self.failure = err
             raise

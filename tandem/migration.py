@@ -48,7 +48,12 @@ from optimizer.deployment import deploy
 from optimizer.errors import TandemError
 from optimizer.logical import windows
 from optimizer.migration import MS, PT, STRATEGIES, MigrationCost, decide, migration_costs
-from optimizer.observed import BatchObservation, Monitor
+from optimizer.observed import (
+    BatchObservation,
+    Monitor,
+    catalog_selectivities,
+    planned_selectivities,
+)
 from optimizer.optimizer import placement_spec
 from rowstream.eventtime import EPOCH
 from rowstream.mig import STREAM, BatchReport, Mig, Transfers, layout
@@ -71,6 +76,10 @@ class Request:
     strategy: str
     reason: str
     predicted: MigrationCost | None = None  # the cost model's (``optimizer.migration``)
+    # The statistics the new plan is explained with: its arrival rate and the selectivities
+    # by predicate (the catalog's, or those observed).
+    rate: float | None = None
+    selectivity: dict[str, float] | None = None
 
 
 @dataclass
@@ -305,8 +314,8 @@ class _Adaptive:
         if pausing:
             entry = history[live[-1]]
             return self._follow(self._moving_state(
-                live[-1], self._explain(entry["placement"], entry["rate"]),
-                _request(entry["request"]), entry["request_rate"], time.perf_counter(), None))
+                live[-1], self._explain(entry["placement"], entry["rate"], entry["selectivity"]),
+                _request(entry["request"]), time.perf_counter(), None))
         # Parallel Track with both plans running: the new one first, for the old one's sake.
         beside = self._restart(history[live[1]]) if len(live) == 2 else None
         return self._follow(self._restart(history[live[0]], beside))
@@ -326,8 +335,8 @@ class _Adaptive:
         if migration is not None:
             self._announce(migration)
         end = entry["last_end"]
-        return self._start(self._explain(entry["placement"], entry["rate"]), takeover,
-                           migration, released=not held, resume=True,
+        return self._start(self._explain(entry["placement"], entry["rate"], entry["selectivity"]),
+                           takeover, migration, released=not held, resume=True,
                            last_end=datetime.fromisoformat(end) if end else None,
                            number=entry["number"], beside=beside)
 
@@ -352,12 +361,12 @@ class _Adaptive:
                 self._mark(plan.number, DONE)
                 return self.summary
             plan = self._moving_state(plan.number, plan.explanation, watch.request,
-                                      watch.planned_rate, watch.requested_at, watch.last_output)
+                                      watch.requested_at, watch.last_output)
 
-    def _moving_state(self, old: int, explanation: Explanation, request: Request, rate: float,
+    def _moving_state(self, old: int, explanation: Explanation, request: Request,
                       paused_at: float, last_output: float | None) -> _Plan:
         """Steps 2-5 of Moving State, once plan ``old`` has stopped: the next plan starts."""
-        target = self._explain(request.placement, rate)
+        target = self._target(request)
         self.numbers += 1
         takeover, migration = moving_state_takeover(
             self.store, self.name, self.numbers, explanation, target, self.start_second,
@@ -368,17 +377,20 @@ class _Adaptive:
         return self._start(target, takeover, migration)
 
     def _priced(self, request: Request, plan: _Plan) -> Request:
-        """A request with its strategy's cost (``optimizer.migration``) at the planned rate."""
-        rate = plan.watch.planned_rate
-        now = self._explain(placement_spec(plan.explanation.optimization.plan.placement), rate)
-        costs = migration_costs(now.optimization,
-                                self._explain(request.placement, rate).optimization,
+        """A request with its strategy's cost (``optimizer.migration``) at its statistics."""
+        now = self._explain(placement_spec(plan.explanation.optimization.plan.placement),
+                            request.rate, request.selectivity)
+        costs = migration_costs(now.optimization, self._target(request).optimization,
                                 lateness=self.lateness, restart=RESTART_SECONDS)
         return replace(request, predicted=next(c for c in costs if c.strategy == request.strategy))
 
-    def _explain(self, placement: str, rate: float) -> Explanation:
+    def _explain(self, placement: str, rate: float, selectivity: dict[str, float] | None
+                 ) -> Explanation:
         return explain(self.query, rate=rate, catalog=self.catalog, profile=self.profile,
-                       placement=placement)
+                       placement=placement, selectivity=selectivity)
+
+    def _target(self, request: Request) -> Explanation:
+        return self._explain(request.placement, request.rate, request.selectivity)
 
     def _announce(self, migration: Migration) -> None:
         self.summary.migrations.append(migration)
@@ -399,6 +411,7 @@ class _Adaptive:
             "number": plan.number, "status": RUNNING if released else HELD,
             "placement": placement_spec(explanation.optimization.plan.placement),
             "rate": explanation.optimization.rate,
+            "selectivity": explanation.optimization.model.stats.catalog.selectivity,
             "takeover": _takeover_json(takeover) if takeover else None,
             "migration": migration.to_json() if migration else None,
             "last_end": last_end.isoformat() if last_end else None}
@@ -475,13 +488,15 @@ class _Adaptive:
             if watch.request is None:
                 return False
             watch.requested_at = time.perf_counter()
+            if watch.request.rate is None:
+                watch.request = replace(watch.request, rate=watch.planned_rate,
+                                        selectivity=watch.selectivity)
             if watch.request.predicted is None:  # by hand: priced all the same
                 watch.request = self._priced(watch.request, plan)
         if watch.request.strategy != PT:
             # Moving State: the pause begins. Its batches from now on are skipped, so a
             # resumed run does not start this plan again, but goes on with the migration.
-            self._mark(plan.number, PAUSING, request=asdict(watch.request),
-                       request_rate=watch.planned_rate)
+            self._mark(plan.number, PAUSING, request=asdict(watch.request))
             return True
         self._parallel_track(plan)
         return False
@@ -491,7 +506,7 @@ class _Adaptive:
         emits the window_ends up to the last that holds a tuple before it, the new one those
         after, held back until ``old`` is done."""
         request, watch = old.watch.request, old.watch
-        target = self._explain(request.placement, watch.planned_rate)
+        target = self._target(request)
         logical = target.optimization.logical
         step = round(logical.root.slide * 1e6)
         switch = watch.seconds  # the new plan's tuples are those from here on
@@ -534,7 +549,13 @@ class _Watch:
                  on_batch: Callable[[BatchReport], None] | None):
         self.start, self.explanation, self.on_batch = start, explanation, on_batch
         self.monitor = Monitor()
-        self.planned_rate = explanation.optimization.rate
+        optimization = explanation.optimization
+        self.planned_rate = optimization.rate
+        # The selectivities the plan was chosen with, and those observed (by predicate) once
+        # a re-optimisation has used them.
+        self.planned_selectivity = planned_selectivities(optimization.logical,
+                                                         optimization.model.stats)
+        self.selectivity = dict(optimization.model.stats.catalog.selectivity)
         self.seconds: float | None = None  # event time the stream has reached, from its start
         self.request: Request | None = None
         self.requested_at: float | None = None
@@ -549,7 +570,7 @@ class _Watch:
             if self._latest is not None:  # a plan's first batch may read open windows again
                 advanced = (report.event_time - self._latest).total_seconds()
                 self.monitor.observe(BatchObservation(report.tuples, advanced,
-                                                      now - self._reported))
+                                                      now - self._reported, report.crossed))
                 self._fresh = True
             self._latest = max(report.event_time, self._latest or report.event_time)
             self.seconds = (self._latest - EPOCH).total_seconds() - self.start
@@ -562,16 +583,24 @@ class _Watch:
     def reoptimise(self, query: str, catalog: str | None, profile: str | None, lateness: float,
                    margin: float, horizon: float, strategies: tuple[str, ...]
                    ) -> Request | None:
-        """A migration to the plan that is best at the observed rate, if it pays for itself."""
-        if not self._fresh or not self.monitor.due(self.planned_rate):
+        """A migration to the plan that is best at the observed rate and selectivities, if it
+        pays for itself."""
+        if not self._fresh or not self.monitor.due(self.planned_rate, self.planned_selectivity):
             return None
         self._fresh = False
         observed = self.monitor.estimate()
         running = placement_spec(self.explanation.optimization.plan.placement)
-        best = explain(query, rate=observed.rate, catalog=catalog, profile=profile)
+        observed_selectivity = catalog_selectivities(self.explanation.optimization.logical,
+                                                     observed)
+        self.selectivity = {**self.selectivity, **observed_selectivity}
+        best = explain(query, rate=observed.rate, catalog=catalog, profile=profile,
+                       selectivity=self.selectivity)
         now = explain(query, rate=observed.rate, catalog=catalog, profile=profile,
-                      placement=running)
+                      placement=running, selectivity=self.selectivity)
         self.planned_rate = observed.rate
+        self.planned_selectivity = {rid: observed.selectivity[rid]
+                                    for rid in self.planned_selectivity
+                                    if rid in observed.selectivity}
         self.monitor.outside = 0
         if best.optimization.plan.placement == now.optimization.plan.placement:
             return None
@@ -583,8 +612,11 @@ class _Watch:
                           observed_load=observed.load)
         if not decision.migrate:
             return None
+        seen = "".join(f", {key} {value:.2f}"
+                       for key, value in sorted(observed_selectivity.items()))
         return Request(placement_spec(best.optimization.plan.placement), decision.cost.strategy,
-                       f"at {observed.rate:,.0f} tuples/s: {decision.reason}", decision.cost)
+                       f"at {observed.rate:,.0f} tuples/s{seen}: {decision.reason}",
+                       decision.cost)
 
 
 def moving_state_takeover(store: str | Path, name: str, number: int, old: Explanation,
@@ -657,9 +689,8 @@ def _takeover(recorded: dict) -> Takeover:
 
 def _request(recorded: dict) -> Request:
     predicted = recorded["predicted"]
-    return Request(recorded["placement"], recorded["strategy"],
-                   f"{recorded['reason']} (resumed after a stop)",
-                   MigrationCost(**predicted) if predicted else None)
+    return Request(**{**recorded, "reason": f"{recorded['reason']} (resumed after a stop)",
+                      "predicted": MigrationCost(**predicted) if predicted else None})
 
 
 def _migration(recorded: dict) -> Migration:

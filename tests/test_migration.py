@@ -25,12 +25,20 @@ from optimizer.migration import (
     parallel_track,
     states,
 )
-from optimizer.observed import BatchObservation, Monitor
+from optimizer.observed import (
+    BatchObservation,
+    Monitor,
+    Observed,
+    catalog_selectivities,
+    planned_selectivities,
+    selections,
+)
 from rowstream.eventtime import EPOCH
 from rowstream.mig import STREAM
 from tandem.explain import explain
 from tandem.migration import PLAN_BATCHES, Request, moving_state_takeover, parse_migrate_at
 from tandem.workload import DEBS_START
+from tests.conftest import query_sql
 from tests.test_cost import COUNT_BY_K, S_JOIN_T
 
 SPARK_ONLY = "spark"
@@ -182,6 +190,30 @@ def test_monitor_is_due_only_on_a_confirmed_shift():
     for step in range(3):
         monitor.observe(batch(1000, wall=1.4))
         assert monitor.due(1000) is (step == 2)
+
+
+def test_monitor_is_due_when_a_selectivity_shifts():
+    monitor = Monitor(recent=1, band=0.25, confirm=2)
+    planned = {"select_1": 0.5}
+    monitor.observe(batch(1000, select_1=550))  # within the band
+    assert not monitor.due(1000, planned)
+    for step in range(2):  # the rate holds; the selection keeps a tenth of it
+        monitor.observe(batch(1000, select_1=100))
+        assert monitor.due(1000, planned) is (step == 1)
+
+
+def test_observed_selectivities_are_the_catalogs_by_predicate(catalog, profile):
+    # Q5's selection of the loads crosses to DuckDB: its rows per stream tuple are the
+    # selectivity of "property = 1", which the optimiser then plans with.
+    optimization = optimize(query_sql("q5"), catalog, profile)
+    plan = optimization.logical
+    assert planned_selectivities(plan, optimization.model.stats) == {
+        "select_1": catalog.selectivity["property = 1"]}
+    observed = Observed(1000.0, 0.5, {"select_1": 0.2, "aggregate_1": 0.01}, 5)
+    assert catalog_selectivities(plan, observed) == {"property = 1": 0.2}
+    replanned = optimize(query_sql("q5"), catalog.with_selectivity({"property = 1": 0.2}),
+                         profile)
+    assert replanned.model.stats.selectivity(selections(replanned.logical)["select_1"]) == 0.2
 
 
 Q3_AGGREGATES_IN_DUCKDB = ("select_1=spark,aggregate_1=duckdb,select_2=spark,aggregate_2=duckdb,"

@@ -65,6 +65,16 @@ def test_placements_give_the_reference_rows(tmp_path, truth, catalog, profile, n
     assert summary.window_ends == (last - first) // int(root.slide * 1e6) + 1
 
 
+def test_each_batch_reports_the_rows_that_crossed_to_duckdb(tmp_path, truth):
+    # Q5's selection of the loads crosses from Spark to DuckDB: over the run, its rows are the
+    # stream's loads, on which the adaptive monitor's selectivity of "property = 1" rests.
+    crossed = []
+    run_small("q5", tmp_path, placement="select_1=spark,aggregate_1=duckdb,aggregate_2=duckdb",
+              on_batch=lambda report: crossed.append(report.crossed))
+    loads = truth.streams["plugs"].filter(pl.col("property") == 1).height
+    assert loads > 0 and sum(c.get("select_1", 0) for c in crossed) == loads
+
+
 @pytest.mark.parametrize("placement", [
     # Q1 with its stateful operators in Spark (state in the checkpoint) and its root in DuckDB.
     "select_1=spark,select_2=spark,aggregate_1=spark,join_1=spark,select_3=duckdb,aggregate_2=duckdb",
