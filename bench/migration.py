@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/migration.py strategies [--windows 30,60,120,300] [--rates 2000,20000]
                                                    [--batch 5]
-    .venv/bin/python bench/migration.py step [--rates 2000,40000]
+    .venv/bin/python bench/migration.py step [--rates 2000,40000] [--batch 1] [--rounds 2]
 
 **strategies**: Moving State against Parallel Track, against the window size W and the rate.
 For each (W, rate), a per-plug average load over HOP windows of W, sliding by a second (the
@@ -19,9 +19,12 @@ migrates from pure-Spark to pure-DuckDB, once by each strategy, in turn. Each mi
   wants within 1.5x.
 
 **step**: Q1 over a stream at the first rate that steps to the second for 200 s and back, in
-1-second micro-batches, three ways in turn: the static plan the optimiser picks at the first
-rate, the one it picks at the second, and ``--adaptive`` starting from pure-Spark (so that the
-rule has a plan to leave). Capacity = the stream's tuples / wall seconds.
+micro-batches of ``--batch`` seconds (1), three ways in turn per round: the static plan the
+optimiser picks at the first rate, the one it picks at the second, and ``--adaptive`` starting
+from pure-Spark (so that the rule has a plan to leave). Each runs as fast as it can; its
+capacity in each phase (before, during and after the step, by the batches' event time) is the
+phase's tuples over the wall time it took. The issue's target compares the adaptive run's
+capacity during the step with the best static plan's for the stepped-up rate.
 
 Results go to bench/results/migration.json and migration.md."""
 
@@ -30,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import statistics
 import sys
 import tempfile
 import threading
@@ -43,6 +45,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from rowstream.eventtime import EPOCH  # noqa: E402
 from tandem.explain import explain  # noqa: E402
 from tandem.migration import run_adaptive  # noqa: E402
 from tandem.run import run  # noqa: E402
@@ -50,6 +53,7 @@ from tandem.workload import SmartPlugs  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 CATALOG = str(ROOT / "queries" / "catalog.toml")
+STEP_UP, STEP_DOWN, DURATION = 300.0, 500.0, 700.0  # step: event seconds
 AVERAGE = """SELECT house_id, household_id, plug_id, window_end, AVG(value) AS avg_load
 FROM HOP(plugs, ts, INTERVAL '1' SECOND, INTERVAL '{w}' SECONDS)
 WHERE property = 1
@@ -133,35 +137,66 @@ def strategies(windows: list[int], rates: list[float], profile: str, batch: floa
         memory.close()
 
 
-def step(rates: list[float], profile: str, out: dict) -> None:
+def step(rates: list[float], profile: str, batch: float, rounds: int, out: dict) -> None:
     low, high = rates
-    steps = ((300.0, high), (500.0, low))
-    duration = 700.0
-    tuples = SmartPlugs(rate=low, steps=steps).index_at(duration)
+    steps = ((STEP_UP, high), (STEP_DOWN, low))
     plans = {f"best at {low:,.0f}/s": explain("q1", rate=low, profile=profile),
              f"best at {high:,.0f}/s": explain("q1", rate=high, profile=profile)}
     rows = out.setdefault("step", [])
-    for label, explanation in [*plans.items(), ("adaptive from pure-Spark", None)]:
-        scratch = Path(tempfile.mkdtemp(prefix="tandem-step-"))
-        try:
-            started = time.perf_counter()
-            if explanation is None:
-                summary = run_adaptive("q1", rate=low, steps=steps, duration=duration,
-                                       placement="spark", profile=profile,
-                                       store=scratch / "t.duckdb")
-                migrations = [m.to_json() for m in summary.migrations]
-                placement = summary.plans[-1].placement
-            else:
-                run("q1", rate=low, steps=steps, duration=duration, store=scratch / "t.duckdb",
-                    explanation=explanation)
-                migrations, placement = [], explanation.optimization.plan.placement
-            wall = time.perf_counter() - started
-            rows.append({"plan": label, "placement": placement, "tuples": tuples, "wall": wall,
-                         "capacity": tuples / wall, "migrations": migrations})
-            print(f"{label}: {tuples / wall:,.0f} tuples/s, {len(migrations)} migrations",
-                  flush=True)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+    stream = SmartPlugs(rate=low, steps=steps)
+    for round_ in range(rounds):  # interleaved: the machine's noise falls on every plan alike
+        for label, explanation in [*plans.items(), ("adaptive from pure-Spark", None)]:
+            scratch = Path(tempfile.mkdtemp(prefix="tandem-step-"))
+            batches: list[tuple[float, float]] = []  # (wall, event second)
+
+            def record(report, batches=batches):
+                if report.event_time is not None:
+                    second = (report.event_time - EPOCH).total_seconds() - stream.start
+                    batches.append((time.perf_counter(), second))
+
+            try:
+                started = time.perf_counter()
+                if explanation is None:
+                    summary = run_adaptive("q1", rate=low, steps=steps, duration=DURATION,
+                                           batch=batch, placement="spark", profile=profile,
+                                           store=scratch / "t.duckdb", on_batch=record)
+                    migrations = [{**m.to_json(), "at_second": batches_before(batches, m)}
+                                  for m in summary.migrations]
+                    placement = summary.plans[-1].placement
+                else:
+                    run("q1", rate=low, steps=steps, duration=DURATION, batch=batch,
+                        store=scratch / "t.duckdb", explanation=explanation, on_batch=record)
+                    migrations, placement = [], explanation.optimization.plan.placement
+                phases = phase_capacity(started, batches, stream)
+                rows.append({"round": round_, "plan": label, "placement": placement,
+                             "batch": batch, "phases": phases, "migrations": migrations})
+                print(f"round {round_} {label}: " + ", ".join(
+                    f"{k} {v:,.0f}/s" for k, v in phases.items()) +
+                    f"; {len(migrations)} migrations", flush=True)
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+
+
+def batches_before(batches: list[tuple[float, float]], migration) -> float | None:
+    """The stream's event second when ``migration`` began (the last batch before it)."""
+    before = [second for wall, second in batches if wall <= migration.started_at]
+    return max(before, default=None)
+
+
+def phase_capacity(started: float, batches: list[tuple[float, float]],
+                   stream: SmartPlugs) -> dict:
+    """Tuples per wall second in each phase of the step: the stream's tuples in the phase over
+    the wall time from when the run's batches reached its start to when they reached its end
+    (tuples read again by a migration are not the stream's)."""
+    def reached(second: float) -> float:
+        if second <= 0:
+            return started
+        return next((wall for wall, s in batches if s >= second), batches[-1][0])
+
+    bounds = {"before": (0.0, STEP_UP), "step": (STEP_UP, STEP_DOWN),
+              "after": (STEP_DOWN, DURATION)}
+    return {phase: (stream.index_at(high) - stream.index_at(low)) / (reached(high) - reached(low))
+            for phase, (low, high) in bounds.items()}
 
 
 def report(out: dict) -> str:
@@ -184,19 +219,38 @@ def report(out: dict) -> str:
                          f"{r['duration']:.1f} | {predicted} | {r['silence']:.1f} | "
                          f"{r['memory_rise'] / 2**30:.2f} |")
         lines.append("")
-    if out.get("step"):
-        lines += ["## Q1 over a rate step", "", "| plan | placement | capacity tuples/s | "
-                  "migrations |", "|---|---|---:|---:|"]
-        for r in out["step"]:
+    for span in sorted({r["batch"] for r in out.get("step", [])}):
+        rows = [r for r in out["step"] if r["batch"] == span]
+        lines += [f"## Q1 over a rate step, {span:g}-second micro-batches", "",
+                  f"Capacity in tuples per wall second, by phase of the stream (the rate "
+                  f"steps up at {STEP_UP:g} s of event time and down at {STEP_DOWN:g} s); "
+                  "rounds interleaved.", "",
+                  "| round | plan | placement | before | step | after | migrations at s |",
+                  "|---:|---|---|---:|---:|---:|---|"]
+        for r in rows:
             engines = sorted(set(r["placement"].values()))
-            lines.append(f"| {r['plan']} | {', '.join(engines)} | {r['capacity']:,.0f} | "
-                         f"{len(r['migrations'])} |")
-        best = max((r["capacity"] for r in out["step"] if "adaptive" not in r["plan"]),
-                   default=None)
-        adaptive = [r["capacity"] for r in out["step"] if "adaptive" in r["plan"]]
-        if best and adaptive:
-            lines += ["", f"Adaptive / best static: {statistics.median(adaptive) / best:.2f}."]
+            cells = [f"{r['phases'].get(k, 0):,.0f}" for k in ("before", "step", "after")]
+            at = ", ".join(f"{m['at_second']:g} ({m['strategy']})" for m in r["migrations"]
+                           if m.get("at_second") is not None) or "-"
+            lines.append(f"| {r['round']} | {r['plan']} | {', '.join(engines)} | "
+                         f"{' | '.join(cells)} | {at} |")
+        lines += ["", "Adaptive / best static plan for the new rate, in the phase after the "
+                  "step up, per round: " + ", ".join(
+                      f"{ratio:.2f}" for ratio in step_ratios(rows)) + ".", ""]
     return "\n".join(lines) + "\n"
+
+
+def step_ratios(rows: list[dict]) -> list[float]:
+    """Per round: the adaptive run's capacity during the step over the best static plan's
+    at the stepped-up rate, both measured in that round."""
+    ratios = []
+    for round_ in sorted({r["round"] for r in rows}):
+        mine = [r for r in rows if r["round"] == round_]
+        best = [r["phases"].get("step") for r in mine if r["plan"].startswith("best at")]
+        adaptive = [r["phases"].get("step") for r in mine if "adaptive" in r["plan"]]
+        if best and adaptive and adaptive[0] and best[-1]:
+            ratios.append(adaptive[0] / best[-1])
+    return ratios
 
 
 def main() -> None:
@@ -204,20 +258,24 @@ def main() -> None:
     parser.add_argument("part", choices=("strategies", "step"))
     parser.add_argument("--windows", default="30,60,120,300")
     parser.add_argument("--rates", default=None)
-    parser.add_argument("--batch", type=float, default=5.0,
-                        help="strategies: event time per micro-batch, seconds")
+    parser.add_argument("--batch", type=float, default=None,
+                        help="event time per micro-batch, seconds (strategies: 5, step: 1)")
+    parser.add_argument("--rounds", type=int, default=2, help="step: interleaved rounds")
     parser.add_argument("--profile", default=str(RESULTS / "2026-11-25" / "profile.toml"),
                         help="the calibration profile the optimiser and the cost model use")
     args = parser.parse_args()
     path = RESULTS / "migration.json"
     out = json.loads(path.read_text()) if path.exists() else {}
-    out.pop(args.part, None)
     if args.part == "strategies":
+        out.pop("strategies", None)
         strategies([int(w) for w in args.windows.split(",")],
                    [float(r) for r in (args.rates or "2000,20000").split(",")], args.profile,
-                   args.batch, out)
-    else:
-        step([float(r) for r in (args.rates or "2000,40000").split(",")], args.profile, out)
+                   args.batch or 5.0, out)
+    else:  # the rows of other micro-batch sizes stay
+        span = args.batch or 1.0
+        out["step"] = [r for r in out.get("step", []) if r.get("batch") not in (span, None)]
+        step([float(r) for r in (args.rates or "2000,40000").split(",")], args.profile, span,
+             args.rounds, out)
     path.write_text(json.dumps(out, indent=1, default=str) + "\n")
     (RESULTS / "migration.md").write_text(report(out))
 
