@@ -205,9 +205,14 @@ class _LandingReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.slide = float(options.get("slide", 1.0))
         self.time_distance = float(options.get("time_distance", DEFAULT_TIME_DISTANCE))
         self.target: str | None = None  # the last file an availableNow query reads
+        # Where a new query begins: after this file, at this high-water mark (µs), as another
+        # query over the directory had got there (Parallel Track, tandem/migration.py).
+        self.start_after = options.get("start_after", "")
+        high_water = options.get("high_water", "")
+        self.high_water = int(high_water) if high_water else None
 
     def initialOffset(self) -> dict:
-        return {"after": "", "closed": True, "high_water": None}
+        return {"after": self.start_after, "closed": True, "high_water": self.high_water}
 
     def getDefaultReadLimit(self):
         return ReadMaxRows(self.per_batch)
@@ -274,9 +279,14 @@ class LandingSource(DataSource):
 
 
 def landing_stream(spark: SparkSession, directory: str, *, lateness: float, slide: float,
-                   time_distance: float = DEFAULT_TIME_DISTANCE,
-                   files_per_batch: int = 1) -> DataFrame:
+                   time_distance: float = DEFAULT_TIME_DISTANCE, files_per_batch: int = 1,
+                   start_after: str = "", high_water: int | None = None) -> DataFrame:
+    """``start_after``, ``high_water``: a new checkpoint's query begins after that file, with
+    the stream's high-water mark there (µs): it marks the same rows late as a query that read
+    the files before."""
     spark.dataSource.register(LandingSource)
     return (spark.readStream.format(LANDING).option("path", str(Path(directory).resolve()))
             .option("files_per_batch", files_per_batch).option("lateness", lateness)
-            .option("slide", slide).option("time_distance", time_distance).load())
+            .option("slide", slide).option("time_distance", time_distance)
+            .option("start_after", start_after)
+            .option("high_water", "" if high_water is None else str(high_water)).load())

@@ -22,7 +22,7 @@ from optimizer.tomlfile import read_toml
 from rowstream.landing import landed_files, read_landed
 from tandem import settings
 from tandem.explain import explain
-from tandem.microbatch import exclusive, last_file_read, microbatch_name
+from tandem.microbatch import exclusive, last_file_read, live_checkpoints, microbatch_name
 
 ARCHIVE = "archive"  # subdirectory of the landing directory
 
@@ -231,11 +231,15 @@ def cleanup(queries: list[str], *, retention: timedelta = timedelta(days=1),
             report.store_bytes_after = used_bytes(columnar)
         finally:
             columnar.close()
-    query_checkpoints = [checkpoints / microbatch_name(q) for q in queries]
-    for checkpoint in query_checkpoints:
-        if checkpoint.is_dir():
-            with exclusive(checkpoint):
-                prune_checkpoint(checkpoint, keep_batches, report)
+    query_checkpoints = []
+    for query in queries:
+        # One lock for all the plans of a query's micro-batch runs (tandem.microbatch).
+        with exclusive(checkpoints / microbatch_name(query)):
+            for checkpoint in (live_checkpoints(query, checkpoints, store) if store.is_file()
+                               else [checkpoints / microbatch_name(query)]):
+                query_checkpoints.append(checkpoint)
+                if checkpoint.is_dir():
+                    prune_checkpoint(checkpoint, keep_batches, report)
     if landing.is_dir():
         archived = archive_landed(landing, query_checkpoints, report)
         base = catalog or settings.catalog_path(settings.query_path(queries[0]))

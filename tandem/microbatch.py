@@ -49,20 +49,26 @@ def microbatch_name(query: str) -> str:
 
 def last_file_read(checkpoint: str | Path) -> str:
     """The last landing file of the checkpoint's last committed micro-batch ("" before any).
-
-    Spark's offset log (``offsets/<batch>``) is a version line, the batch's metadata and one JSON
-    line per source; ``commits/<batch>`` exists once the batch committed. The Python source's
-    offset names the last file; Spark's file source (the native gateway) logs the files of each
-    batch apart."""
-    checkpoint = Path(checkpoint)
-    committed = [int(p.name) for p in (checkpoint / "commits").glob("[0-9]*")]
-    if not committed:
+    The Python source's offset names the last file; Spark's file source (the native gateway)
+    logs the files of each batch apart."""
+    offset = last_offset(checkpoint)
+    if offset is None:
         return ""
-    lines = (checkpoint / "offsets" / str(max(committed))).read_text().splitlines()
-    offset = json.loads(lines[2])
     if "after" in offset:
         return offset["after"]
     return max((path.name for path in batch_files(checkpoint, offset["logOffset"])), default="")
+
+
+def last_offset(checkpoint: str | Path) -> dict | None:
+    """The source's offset after the checkpoint's last committed micro-batch. Spark's offset log
+    (``offsets/<batch>``) is a version line, the batch's metadata and one JSON line per source;
+    ``commits/<batch>`` exists once the batch committed."""
+    checkpoint = Path(checkpoint)
+    committed = [int(p.name) for p in (checkpoint / "commits").glob("[0-9]*")]
+    if not committed:
+        return None
+    lines = (checkpoint / "offsets" / str(max(committed))).read_text().splitlines()
+    return json.loads(lines[2])
 
 
 def pending_files(landing: str | Path, checkpoint: str | Path) -> list[str]:
@@ -90,27 +96,40 @@ def run_microbatch(query: str, landing: str | Path, *, checkpoints: str | Path,
     checkpoint in ``checkpoints``. A run that finds no new file returns at once, without
     starting Spark.
 
-    The first run's placement is pinned for the checkpoint's life (``<checkpoint>.placement``):
-    Spark's state and DuckDB's window tables are those of that plan. A plan the nightly
-    clean-up finds better is logged; it takes over once the checkpoint is started afresh."""
+    The first run's placement is pinned for its checkpoint (``<checkpoint>.placement``): Spark's
+    state and DuckDB's window tables are those of that plan. A plan the nightly clean-up finds
+    better is adopted by Parallel Track over the runs that follow (``tandem.migration.
+    scheduled_run``): each plan has a checkpoint of its own."""
     name = microbatch_name(query)
-    checkpoint = Path(checkpoints) / name
-    pinned = checkpoint.with_name(name + ".placement")
+    checkpoints = Path(checkpoints)
+    pinned = checkpoints / f"{name}.placement"
     Path(landing).mkdir(parents=True, exist_ok=True)  # where users drop files
-    with exclusive(checkpoint):
-        files = pending_files(landing, checkpoint)
+    with exclusive(checkpoints / name):
+        # While Parallel Track runs two plans, the old one's results are the run's.
+        oldest = live_checkpoints(query, checkpoints, store)[0]
+        files = pending_files(landing, oldest)
         if not files:
             return MicroBatchSummary(name, [], results_table=f"{schema_name(name)}.results")
-        from tandem.run import run  # imports Spark: only when there is something to read
+        from tandem.migration import scheduled_run  # imports Spark: only to read something
 
-        if pinned.is_file() and checkpoint.is_dir():
+        if pinned.is_file() and (checkpoints / name).is_dir():
             placement = pinned.read_text().strip()
-        summary = run(query, placement=placement, source=str(landing), catalog=catalog,
-                      profile=profile, store=store, checkpoint=checkpoint, resume=True,
-                      available_now=True, name=name, lateness=lateness)
-        pinned.write_text(",".join(f"{op}={e}" for op, e in summary.placement.items()) + "\n")
-        read = [f for f in files if f <= last_file_read(checkpoint)]
+        summary = scheduled_run(query, name, landing, checkpoints, store, placement=placement,
+                                catalog=catalog, profile=profile, lateness=lateness)
+        if summary.query == name:  # the checkpoint's first plan ran
+            pinned.write_text(",".join(f"{op}={e}" for op, e in summary.placement.items()) + "\n")
+        read = [f for f in files if f <= last_file_read(oldest)]
     return MicroBatchSummary(summary.query, read, summary.tuples, summary.batches,
                              summary.result_rows, summary.quarantined, summary.late,
                              summary.rules, summary.wall_seconds,
                              summary.results_table, summary.placement)
+
+
+def live_checkpoints(query: str, checkpoints: str | Path, store: str | Path) -> list[Path]:
+    """The checkpoints of the plans that the micro-batch runs of ``query`` still run, oldest
+    first: the first plan's, or those that Parallel Track runs side by side, or the plan it
+    adopted."""
+    from tandem.migration import live_plans
+
+    name = microbatch_name(query)
+    return [Path(checkpoints) / plan for plan in live_plans(store, name) or [name]]

@@ -61,6 +61,10 @@ class Takeover:
     previous: str  # the plan before's name: its schema holds the tables taken over
     taken: frozenset[str] = frozenset()  # the stream relations whose tables it takes over
     tables: tuple[str, ...] = ()  # those tables (rows and pane partials)
+    # Over a landing directory (Parallel Track only: nothing is read again), the new plan's
+    # query begins after this file, at the stream's high-water mark there (µs).
+    start_after: str = ""
+    high_water: int | None = None
 
 
 @dataclass(frozen=True)
@@ -146,9 +150,10 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
             on_batch(report)
 
     generated = source == "generator"
-    if takeover and not generated:
-        raise TandemError("a run migrates between plans over the generated stream only: a "
-                          "landing directory's stream cannot be read again from an event time")
+    if takeover and not generated and (takeover.begin != takeover.replay_until
+                                       or takeover.tables):
+        raise TandemError("over a landing directory a run migrates by Parallel Track only: "
+                          "its stream cannot be read again from an event time")
     if not generated and not Path(source).is_dir():
         raise TandemError(f"--source {source!r}: give 'generator' or a landing directory "
                           "(CSV or Parquet files)")
@@ -165,8 +170,10 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
     columnar = ColumnarStore(store)
     try:
         # A resumed run reads the way its checkpoint's query did: Spark restores its source.
+        # A plan that takes over over a landing directory begins after a file: the Python
+        # data source's offsets are file names, Spark's own file source has none to begin at.
         gateway = pair(checkpoint, columnar, name, resume, "generator" if generated else
-                       landing_gateway(source, deployment, gateway))
+                       landing_gateway(source, deployment, "python" if takeover else gateway))
     except BaseException:
         columnar.close()
         raise
@@ -177,7 +184,8 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
     if generated:
         plugs = SmartPlugs(rate=rate, steps=steps, **(topology or {}))
         final_end = EPOCH + timedelta(microseconds=last_window_end(plugs, duration, slide))
-        final_end = min(final_end, last_end or final_end)
+    if last_end is not None:
+        final_end = min(final_end or last_end, last_end)
 
     with _STARTING:  # concurrent runs (tandem verify --parallel) name their queries apart
         crash.arm()
@@ -185,8 +193,8 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
         bridge = Mig(name, deployment, columnar, spark, record, final_end=final_end,
                      spark_design=spark_design, lateness=lateness, checkpoint=str(checkpoint),
                      native=native, time_distance=time_distance,
-                     **(taking_over(takeover, plugs.start, columnar, name, resume)
-                        if takeover else {}))
+                     **(taking_over(takeover, plugs.start if generated else 0, columnar, name,
+                                    resume) if takeover else {}))
         if resume:
             bridge.recover()
         if generated:
@@ -202,7 +210,9 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
             stream = native_stream(spark, source)
         else:
             stream = landing_stream(spark, source, lateness=lateness, slide=slide,
-                                    time_distance=time_distance)
+                                    time_distance=time_distance,
+                                    **({"start_after": takeover.start_after,
+                                        "high_water": takeover.high_water} if takeover else {}))
         writer = (bridge.stream(stream).writeStream
                   .outputMode("append").foreachBatch(bridge)
                   .option("checkpointLocation", str(checkpoint)))
@@ -277,7 +287,8 @@ def taking_over(takeover: Takeover, start: int, store: ColumnarStore, name: str,
     has the copy already, and has changed it since."""
     if not (resume and store.arrivals(name)):
         store.take_over(takeover.previous, name, takeover.tables)
-    until = EPOCH + timedelta(microseconds=round((start + takeover.replay_until) * 1e6))
+    until = (EPOCH + timedelta(microseconds=round((start + takeover.replay_until) * 1e6))
+             if takeover.taken else None)
     return {"results": takeover.results, "batch_base": takeover.batch_base,
             "floor": takeover.floor, "taken": takeover.taken, "taken_until": until}
 

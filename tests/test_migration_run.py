@@ -17,9 +17,12 @@ import pytest
 from columnar.crash import MIGRATION_POINTS, POINTS, VARIABLE
 from optimizer import optimize
 from tandem import reference
-from tandem.migration import PLAN_BATCHES, run_adaptive
+from tandem.cleanup import cleanup
+from tandem.microbatch import run_microbatch
+from tandem.migration import PLAN_BATCHES, recorded_plans, run_adaptive
 from tandem.workload import SmartPlugs
 from tests.conftest import lost_and_duplicated, query_sql
+from tests.test_crash import land
 from tests.test_reference import assert_same_rows
 from tests.test_run import results
 
@@ -142,5 +145,40 @@ def test_a_run_killed_in_the_middle_of_a_migration_resumes_exactly(tmp_path, tru
     root = optimize(query_sql(name), catalog, profile).logical.root
     got = results(store, name).select(root.columns)
     want = truth.result(root)
+    assert lost_and_duplicated(got, want) == (0, 0)
+    assert_same_rows(got, want)
+
+
+def test_a_microbatch_run_adopts_the_nightly_plan_by_parallel_track(tmp_path, monkeypatch,
+                                                                   catalog, profile):
+    # The checkpoint's first plan is pure Spark; the nightly job logs the optimiser's plan for
+    # the stream it archived; the runs that follow migrate to it by Parallel Track.
+    stream = SmartPlugs(rate=RATE, **TOPOLOGY)
+    files = stream.write_files(tmp_path / "files", 1400, 50)
+    state = tmp_path / "state"
+    monkeypatch.setenv("TANDEM_STATE", str(state))
+
+    def scheduled(files_so_far: slice):
+        land(files, state / "landing", files_so_far)
+        return run_microbatch("q1", state / "landing", checkpoints=state / "checkpoints",
+                              store=state / "tandem.duckdb", placement="spark")
+
+    # The plan is adopted after the second run (the 5-minute windows fill up in the first);
+    # the third runs both plans, until the old one emits its last window; the fourth the new.
+    scheduled(slice(0, 4))
+    nightly = cleanup(["q1"], store=state / "tandem.duckdb", checkpoints=state / "checkpoints",
+                      landing=state / "landing", catalog=ROOT / "queries" / "catalog.toml")
+    (logged,) = nightly.plans
+    assert logged["changed"] and set(logged["placement"].values()) != {"spark"}
+    for files_so_far in (slice(4, 6), slice(6, 20), slice(20, None)):
+        scheduled(files_so_far)
+    history = recorded_plans(state / "tandem.duckdb", "q1_microbatch")
+    assert [history[n]["status"] for n in sorted(history)] == ["done", "running"]
+    assert history[1]["migration"]["new"] == logged["placement"]
+    # Every window_end up to where the stream's files have got to, exactly once.
+    root = optimize(query_sql("q1"), catalog, profile).logical.root
+    got = results(state / "tandem.duckdb", "q1_microbatch").select(root.columns)
+    truth = reference.Evaluator({"plugs": pl.from_arrow(stream.between(0, 1400))})
+    want = truth.result(root).filter(pl.col("window_end") <= got["window_end"].max())
     assert lost_and_duplicated(got, want) == (0, 0)
     assert_same_rows(got, want)
