@@ -71,9 +71,22 @@ class Catalog:
         streams = {n: replace(s, file_format=file_format) for n, s in self.streams.items()}
         return Catalog(streams, self.selectivity, self.source)
 
-    def with_selectivity(self, observed: dict[str, float]) -> Catalog:
-        """The catalog with ``observed`` selectivities (by predicate key) over its own."""
-        return Catalog(self.streams, {**self.selectivity, **observed}, self.source)
+    def statistics(self) -> dict:
+        """Its selectivities and distinct counts, as ``with_statistics`` takes them (JSON):
+        ``{"selectivity": {predicate: f}, "distinct": {stream: {"a, b": d}}}``."""
+        return {"selectivity": dict(self.selectivity),
+                "distinct": {name: {", ".join(sorted(k)): v for k, v in s.distinct.items()}
+                             for name, s in self.streams.items()}}
+
+    def with_statistics(self, observed: dict) -> Catalog:
+        """The catalog with ``observed`` statistics (``statistics``' form) over its own."""
+        streams = dict(self.streams)
+        for name, counts in observed.get("distinct", {}).items():
+            old = streams[name]
+            streams[name] = replace(old, distinct={
+                **old.distinct, **{column_set_key(k): float(v) for k, v in counts.items()}})
+        return Catalog(streams, {**self.selectivity, **observed.get("selectivity", {})},
+                       self.source)
 
 
 def _check_format(file_format: str, source: str, stream: str) -> None:

@@ -17,7 +17,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from optimizer.expressions import predicate_key
-from optimizer.logical import LogicalPlan, Project, Select, Window, windows
+from optimizer.logical import Aggregate, LogicalPlan, Project, Select, Window, windows
 from optimizer.statistics import Statistics
 
 
@@ -27,6 +27,10 @@ class BatchObservation:
     event_seconds: float  # how far the batch advanced the stream's latest event time
     wall_seconds: float  # the batch's processing time, Spark's job and the MIG's evaluation
     crossings: dict[str, int] = field(default_factory=dict)  # relation id -> rows it moved
+    # Aggregates whose rows the batch saw (crossing from Spark, or the root's results):
+    # relation id -> (rows, window_ends they belong to).
+    groups: dict[str, tuple[int, int]] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)  # part of the plan -> wall seconds
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,13 @@ class Observed:
     load: float  # wall seconds per second of event time (a plan keeps up while it is <= 1)
     selectivity: dict[str, float]  # relation id -> its rows per stream tuple
     batches: int  # how many batches the estimate rests on
+    groups: dict[str, float] = field(default_factory=dict)  # relation id -> rows per window_end
+    # Each part of the plan's wall seconds per second of event time (Spark's, each DB-op's).
+    work: dict[str, float] = field(default_factory=dict)
+
+    def statistics(self) -> dict[str, float]:
+        """Selectivities and groups by relation id (an id is one or the other)."""
+        return {**self.selectivity, **self.groups}
 
 
 class Monitor:
@@ -64,24 +75,31 @@ class Monitor:
         if seconds <= 0:
             return None
         moved: dict[str, int] = {}
+        grouped: dict[str, tuple[int, int]] = {}
+        work: dict[str, float] = {}
         for b in self.batches:
+            for part, spent in b.timings.items():
+                work[part] = work.get(part, 0.0) + spent / seconds
             for relation, rows in b.crossings.items():
                 moved[relation] = moved.get(relation, 0) + rows
+            for relation, (rows, ends) in b.groups.items():
+                total = grouped.get(relation, (0, 0))
+                grouped[relation] = (total[0] + rows, total[1] + ends)
         return Observed(tuples / seconds, sum(b.wall_seconds for b in self.batches) / seconds,
                         {r: n / tuples for r, n in moved.items()} if tuples else {},
-                        len(self.batches))
+                        len(self.batches),
+                        {r: rows / ends for r, (rows, ends) in grouped.items() if ends}, work)
 
-    def due(self, planned_rate: float, planned_selectivity: dict[str, float] | None = None
-            ) -> bool:
+    def due(self, planned_rate: float, planned: dict[str, float] | None = None) -> bool:
         """Whether to re-optimise: the observed rate has stayed outside [r/(1+band), r·(1+band)]
-        of the plan's rate r, or a selection's selectivity outside the band around the one the
-        plan was chosen with (``planned_selectivity``, relation id -> rows per stream tuple),
+        of the plan's rate r, or a selectivity or an aggregate's groups outside the band around
+        the one the plan was chosen with (``planned``, by relation id: ``planned_statistics``),
         for ``confirm`` estimates in a row; or the plan falls behind."""
         observed = self.estimate()
         if observed is None:
             return False
-        planned = {"": planned_rate, **(planned_selectivity or {})}
-        seen = {"": observed.rate, **observed.selectivity}
+        planned = {"": planned_rate, **(planned or {})}
+        seen = {"": observed.rate, **observed.statistics()}
         off = any(abs(math.log(max(seen[k], 1e-9) / max(v, 1e-9))) > math.log1p(self.band)
                   for k, v in planned.items() if k in seen)
         self.outside = self.outside + 1 if off or observed.load > 1 else 0
@@ -115,12 +133,50 @@ def selections(plan: LogicalPlan) -> dict[str, Select]:
     return found
 
 
-def planned_selectivities(plan: LogicalPlan, stats: Statistics) -> dict[str, float]:
-    """The selectivities a plan was chosen with, by relation id (``selections``)."""
-    return {rid: stats.selectivity(s) for rid, s in selections(plan).items()}
+def aggregations(plan: LogicalPlan) -> dict[str, tuple[str, list[str]]]:
+    """The aggregates (by relation id) of one stream's windowed rows, selected and projected or
+    not, that group by columns of the stream: their rows per window_end are the distinct values
+    of those columns (Eq. 6.3's groups), as (stream, columns)."""
+    if len({w.stream for w in windows(plan.root)}) != 1:
+        return {}
+    found = {}
+    for node, rid in plan.relation_ids.items():
+        if not isinstance(node, Aggregate):
+            continue
+        below = node.input
+        while isinstance(below, Select | Project):
+            below = below.input
+        keys = [k for k in node.group_by if k not in ("window_end", "window_start")]
+        if isinstance(below, Window) and keys and set(keys) <= set(below.columns):
+            found[rid] = (below.stream, keys)
+    return found
 
 
-def catalog_selectivities(plan: LogicalPlan, observed: Observed) -> dict[str, float]:
-    """Observed selectivities as the catalog keys them, by predicate (``selections``)."""
-    return {predicate_key(s.predicate): observed.selectivity[rid]
-            for rid, s in selections(plan).items() if rid in observed.selectivity}
+def planned_statistics(plan: LogicalPlan, stats: Statistics) -> dict[str, float]:
+    """The selectivities (``selections``) and groups (``aggregations``) a plan was chosen with,
+    by relation id."""
+    nodes = {rid: node for node, rid in plan.relation_ids.items()}
+    return {**{rid: stats.selectivity(s) for rid, s in selections(plan).items()},
+            **{rid: stats.groups(nodes[rid]) for rid in aggregations(plan)}}
+
+
+def catalog_statistics(plan: LogicalPlan, observed: Observed) -> dict:
+    """Observed statistics as the catalog keeps them (``Catalog.with_statistics``): the
+    selectivities by predicate, the groups as distinct counts of the grouping columns."""
+    distinct: dict[str, dict[str, float]] = {}
+    for rid, (stream, keys) in aggregations(plan).items():
+        if rid in observed.groups:
+            distinct.setdefault(stream, {})[", ".join(sorted(keys))] = observed.groups[rid]
+    return {"selectivity": {predicate_key(s.predicate): observed.selectivity[rid]
+                            for rid, s in selections(plan).items()
+                            if rid in observed.selectivity},
+            "distinct": distinct}
+
+
+def merged(statistics: dict, observed: dict) -> dict:
+    """``observed`` statistics over earlier ones (both ``Catalog.with_statistics``' form)."""
+    distinct = {s: dict(c) for s, c in statistics.get("distinct", {}).items()}
+    for stream, counts in observed.get("distinct", {}).items():
+        distinct.setdefault(stream, {}).update(counts)
+    return {"selectivity": {**statistics.get("selectivity", {}),
+                            **observed.get("selectivity", {})}, "distinct": distinct}

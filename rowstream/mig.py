@@ -65,7 +65,7 @@ from optimizer.catalog import DEFAULT_TIME_DISTANCE
 from optimizer.deployment import Deployment
 from optimizer.errors import TandemError
 from optimizer.keys import partition_keys
-from optimizer.logical import LogicalPlan, Node, signature
+from optimizer.logical import Aggregate, LogicalPlan, Node, signature
 from rowstream.buckets import WHOLE_PLAN
 from rowstream.dsps import HEARTBEAT, Streaming, apply
 from rowstream.eventtime import EPOCH, LATE, watermark
@@ -85,6 +85,7 @@ from rowstream.relations import naive, relation_rows, utc_instants
 from rowstream.sources import QUARANTINED
 
 STREAM = "stream"  # the crossing id of the stream's own event times
+SPARK_PART = "spark"  # BatchReport.timings: Spark's part of a micro-batch
 HIGH_WATER = "high_water"  # with the native gateway: the latest admitted event (progress)
 QUARANTINE = "quarantine"  # rows a source could not read, with their reason and origin
 
@@ -126,6 +127,12 @@ class BatchReport:
     # Rows of each relation of the stream's rows that crossed to DuckDB (the monitor's
     # selectivities, optimizer/observed.py), by relation id.
     crossed: dict[str, int] = field(default_factory=dict)
+    # Rows of each aggregate that crossed from Spark, or of the root aggregate's results, and
+    # the window_ends they belong to (the monitor's groups), by relation id.
+    groups: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # Wall seconds of each part of the plan: "spark" (its job and the rows' way into DuckDB,
+    # on the micro-batch thread) and each DB-op evaluated in the driver's DuckDB.
+    timings: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -147,6 +154,8 @@ class Arrival:
     ends: list[datetime] | None = None
     partitioned: dict[str, pa.Table] | None = None
     crossed: dict[str, int] = field(default_factory=dict)  # as in BatchReport
+    groups: dict[str, tuple[int, int]] = field(default_factory=dict)  # as in BatchReport
+    timings: dict[str, float] = field(default_factory=dict)  # as in BatchReport
 
 
 @dataclass(frozen=True)
@@ -389,7 +398,7 @@ class Mig:
         late = pc.sum(pc.equal(got.quarantined.column("rule"), LATE)).as_py() or 0
         self.store.append(self.query, QUARANTINE, got.quarantined, batch_id)
 
-        results, crossed = None, {}
+        results, crossed, groups = None, {}, {}
         for rid, node in self.central.items():
             rows = relation_rows(got.everything, rid)
             if node.instantiated:
@@ -398,6 +407,9 @@ class Mig:
                 if marks.num_rows:
                     frontiers[rid] = max(pc.max(marks.column("window_end")).as_py(),
                                          frontiers.get(rid, EPOCH))
+                if isinstance(node, Aggregate) and rows.num_rows:
+                    groups[rid] = (rows.num_rows,
+                                   pc.count_distinct(rows.column("window_end")).as_py())
             else:
                 crossed[rid] = rows.num_rows
             self.transfers.count(rows)
@@ -428,7 +440,8 @@ class Mig:
         rules = {c["values"]: c["counts"]
                  for c in pc.value_counts(got.quarantined.column("rule")).to_pylist()}
         return Arrival(batch_id, started, got.tuples, got.latest, got.quarantined.num_rows, late,
-                       first_ts, frontiers, results, rules, ends, partitioned, crossed)
+                       first_ts, frontiers, results, rules, ends, partitioned, crossed, groups,
+                       {SPARK_PART: time.perf_counter() - started})
 
     def _collect(self, batch: DataFrame, batch_id: int, before) -> Gathered:
         """The whole micro-batch on the driver, in one Spark job; Arrow splits it by relation."""
@@ -514,12 +527,14 @@ class Mig:
                 if partitioned is None:  # recovered: the partitions hold the batch's rows
                     partitioned = {op_id: op.results(self.spark, None, batch_id, ends)[0]
                                    for op_id, op in self.partitioned.items()}
-                results = self._evaluate(ends, batch_id, partitioned)
+                results = self._evaluate(ends, batch_id, partitioned, arrival.timings)
             crash_point("evaluation", batch_id)
             self._crash_after_spark_commit(batch_id)
             last_end = ends[-1] if ends else last
             with self._releasing:
                 count = store.commit(self.query, batch_id, results, last_end, self.results)
+            if ends and not self.direct and isinstance(self.plan.root, Aggregate):
+                arrival.groups[self.root] = (count, len(ends))
             if ends and not self.direct:
                 # One batch behind: a replay of this batch still finds the rows it needs.
                 store.purge(self.query, self.tables, ends[0])
@@ -528,7 +543,7 @@ class Mig:
                 self.on_batch(BatchReport(batch_id, arrival.tuples, arrival.latest, len(ends),
                                           count, arrival.quarantined, arrival.late,
                                           time.perf_counter() - arrival.started, arrival.rules,
-                                          arrival.crossed))
+                                          arrival.crossed, arrival.groups, arrival.timings))
         except Exception as err:
             self.failure = err
             raise
@@ -563,10 +578,11 @@ class Mig:
             end += self.step
         return ends
 
-    def _evaluate(self, ends: list[datetime], batch_id: int,
-                  partitioned: dict[str, pa.Table]) -> pa.Table:
+    def _evaluate(self, ends: list[datetime], batch_id: int, partitioned: dict[str, pa.Table],
+                  timings: dict[str, float]) -> pa.Table:
         """The part of the plan after the MIG, bottom-up, for ``ends``: the root's rows.
-        ``partitioned``: the rows of the DB-ops on duckdb-partitioned, evaluated already."""
+        ``partitioned``: the rows of the DB-ops on duckdb-partitioned, evaluated already.
+        Each DB-op's wall seconds are added to ``timings``."""
         if self.root in self.crossings:  # Spark's rows of a windowed stream, one per window
             return self._final(self.evaluator.evaluate(self.query, self.reads[self.root], ends))
         outputs: dict[str, pa.Table | DataFrame] = {}
@@ -583,7 +599,10 @@ class Mig:
                     if source in outputs:  # rows of a Spark operator after the MIG
                         self.evaluator.append(self.query, table.table,
                                               self._arrow(outputs[source]), batch_id)
+                began = time.perf_counter()
                 outputs[rid] = self.evaluator.evaluate(self.query, fragment.sql, ends)
+                timings[step.db_op] = (timings.get(step.db_op, 0.0)
+                                       + time.perf_counter() - began)
             else:
                 outputs[rid] = apply(step.node, [self._dataframe(i, outputs, ends)
                                                  for i in step.node.inputs])

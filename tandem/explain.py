@@ -84,12 +84,12 @@ def explain(query: str, *, rate: float | None = None, catalog: str | None = None
             profile: str | None = None, memory_budget: str | None = None,
             placement: str = "auto", exhaustive: bool = False, feasibility: bool = True,
             decompose: bool = True, pipelined: bool = False,
-            file_format: str | None = None, selectivity: dict[str, float] | None = None
-            ) -> Explanation:
+            file_format: str | None = None, statistics: dict | None = None) -> Explanation:
     """``pipelined``: judge feasibility by the busiest operator (C_b, Ji's assumption) even if
     the profile says the operators share the machine's cores. ``file_format``: the streams land
     as files of that format (default: the catalog's), which prices the gateway.
-    ``selectivity``: predicates' selectivities observed, over the catalog's (by predicate key)."""
+    ``statistics``: selectivities and distinct counts observed, over the catalog's
+    (``Catalog.with_statistics``)."""
     query_file = settings.query_path(query)
     catalog_file = settings.catalog_path(query_file, catalog)
     profile_file = settings.profile_path(profile)
@@ -100,8 +100,8 @@ def explain(query: str, *, rate: float | None = None, catalog: str | None = None
     streams = load_catalog(catalog_file)
     if file_format:
         streams = streams.with_file_format(file_format)
-    if selectivity:
-        streams = streams.with_selectivity(selectivity)
+    if statistics:
+        streams = streams.with_statistics(statistics)
     result = optimize(query_file.read_text(), streams, unit_costs,
                       rate, placement=placement, feasibility=feasibility, memory_budget=budget,
                       exhaustive_check=exhaustive,

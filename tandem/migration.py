@@ -51,8 +51,9 @@ from optimizer.migration import MS, PT, STRATEGIES, MigrationCost, decide, migra
 from optimizer.observed import (
     BatchObservation,
     Monitor,
-    catalog_selectivities,
-    planned_selectivities,
+    catalog_statistics,
+    merged,
+    planned_statistics,
 )
 from optimizer.optimizer import placement_spec
 from rowstream.eventtime import EPOCH
@@ -84,10 +85,10 @@ class Request:
     strategy: str
     reason: str
     predicted: MigrationCost | None = None  # the cost model's (``optimizer.migration``)
-    # The statistics the new plan is explained with: its arrival rate and the selectivities
-    # by predicate (the catalog's, or those observed).
+    # The statistics the new plan is explained with: its arrival rate, and the selectivities
+    # and distinct counts (``Catalog.statistics``: the catalog's, or those observed).
     rate: float | None = None
-    selectivity: dict[str, float] | None = None
+    statistics: dict | None = None
 
 
 @dataclass
@@ -322,7 +323,7 @@ class _Adaptive:
         if pausing:
             entry = history[live[-1]]
             return self._follow(self._moving_state(
-                live[-1], self._explain(entry["placement"], entry["rate"], entry["selectivity"]),
+                live[-1], self._explain(entry["placement"], entry["rate"], entry["statistics"]),
                 _request(entry["request"]), time.perf_counter(), None))
         # Parallel Track with both plans running: the new one first, for the old one's sake.
         beside = self._restart(history[live[1]]) if len(live) == 2 else None
@@ -343,7 +344,7 @@ class _Adaptive:
         if migration is not None:
             self._announce(migration)
         end = entry["last_end"]
-        return self._start(self._explain(entry["placement"], entry["rate"], entry["selectivity"]),
+        return self._start(self._explain(entry["placement"], entry["rate"], entry["statistics"]),
                            takeover, migration, released=not held, resume=True,
                            last_end=datetime.fromisoformat(end) if end else None,
                            number=entry["number"], beside=beside)
@@ -387,18 +388,17 @@ class _Adaptive:
     def _priced(self, request: Request, plan: _Plan) -> Request:
         """A request with its strategy's cost (``optimizer.migration``) at its statistics."""
         now = self._explain(placement_spec(plan.explanation.optimization.plan.placement),
-                            request.rate, request.selectivity)
+                            request.rate, request.statistics)
         costs = migration_costs(now.optimization, self._target(request).optimization,
                                 lateness=self.lateness, restart=RESTART_SECONDS)
         return replace(request, predicted=next(c for c in costs if c.strategy == request.strategy))
 
-    def _explain(self, placement: str, rate: float, selectivity: dict[str, float] | None
-                 ) -> Explanation:
+    def _explain(self, placement: str, rate: float, statistics: dict | None) -> Explanation:
         return explain(self.query, rate=rate, catalog=self.catalog, profile=self.profile,
-                       placement=placement, selectivity=selectivity)
+                       placement=placement, statistics=statistics)
 
     def _target(self, request: Request) -> Explanation:
-        return self._explain(request.placement, request.rate, request.selectivity)
+        return self._explain(request.placement, request.rate, request.statistics)
 
     def _announce(self, migration: Migration) -> None:
         self.summary.migrations.append(migration)
@@ -486,7 +486,7 @@ class _Adaptive:
             watch.requested_at = time.perf_counter()
             if watch.request.rate is None:
                 watch.request = replace(watch.request, rate=watch.planned_rate,
-                                        selectivity=watch.selectivity)
+                                        statistics=watch.statistics)
             if watch.request.predicted is None:  # by hand: priced all the same
                 watch.request = self._priced(watch.request, plan)
         if watch.request.strategy != PT:
@@ -547,11 +547,10 @@ class _Watch:
         self.monitor = Monitor()
         optimization = explanation.optimization
         self.planned_rate = optimization.rate
-        # The selectivities the plan was chosen with, and those observed (by predicate) once
-        # a re-optimisation has used them.
-        self.planned_selectivity = planned_selectivities(optimization.logical,
-                                                         optimization.model.stats)
-        self.selectivity = dict(optimization.model.stats.catalog.selectivity)
+        # The selectivities and groups the plan was chosen with (by relation id), and the
+        # catalog's statistics with those observed once a re-optimisation has used them.
+        self.planned = planned_statistics(optimization.logical, optimization.model.stats)
+        self.statistics = optimization.model.stats.catalog.statistics()
         self.seconds: float | None = None  # event time the stream has reached, from its start
         self.request: Request | None = None
         self.requested_at: float | None = None
@@ -566,7 +565,8 @@ class _Watch:
             if self._latest is not None:  # a plan's first batch may read open windows again
                 advanced = (report.event_time - self._latest).total_seconds()
                 self.monitor.observe(BatchObservation(report.tuples, advanced,
-                                                      now - self._reported, report.crossed))
+                                                      now - self._reported, report.crossed,
+                                                      report.groups, report.timings))
                 self._fresh = True
             self._latest = max(report.event_time, self._latest or report.event_time)
             self.seconds = (self._latest - EPOCH).total_seconds() - self.start
@@ -581,22 +581,21 @@ class _Watch:
                    ) -> Request | None:
         """A migration to the plan that is best at the observed rate and selectivities, if it
         pays for itself."""
-        if not self._fresh or not self.monitor.due(self.planned_rate, self.planned_selectivity):
+        if not self._fresh or not self.monitor.due(self.planned_rate, self.planned):
             return None
         self._fresh = False
         observed = self.monitor.estimate()
         running = placement_spec(self.explanation.optimization.plan.placement)
-        observed_selectivity = catalog_selectivities(self.explanation.optimization.logical,
-                                                     observed)
-        self.selectivity = {**self.selectivity, **observed_selectivity}
+        logical = self.explanation.optimization.logical
+        seen = catalog_statistics(logical, observed)
+        self.statistics = merged(self.statistics, seen)
         best = explain(query, rate=observed.rate, catalog=catalog, profile=profile,
-                       selectivity=self.selectivity)
+                       statistics=self.statistics)
         now = explain(query, rate=observed.rate, catalog=catalog, profile=profile,
-                      placement=running, selectivity=self.selectivity)
+                      placement=running, statistics=self.statistics)
         self.planned_rate = observed.rate
-        self.planned_selectivity = {rid: observed.selectivity[rid]
-                                    for rid in self.planned_selectivity
-                                    if rid in observed.selectivity}
+        self.planned = {rid: value for rid, value in observed.statistics().items()
+                        if rid in self.planned}
         self.monitor.outside = 0
         if best.optimization.plan.placement == now.optimization.plan.placement:
             return None
@@ -608,10 +607,15 @@ class _Watch:
                           observed_load=observed.load)
         if not decision.migrate:
             return None
-        seen = "".join(f", {key} {value:.2f}"
-                       for key, value in sorted(observed_selectivity.items()))
+        said = "".join(f", selectivity of {key} {value:.2f}"
+                       for key, value in sorted(seen["selectivity"].items()))
+        said += "".join(f", {value:,.0f} groups of {key}" for counts in seen["distinct"].values()
+                        for key, value in sorted(counts.items()))
+        if observed.work:
+            said += "; work per second: " + ", ".join(
+                f"{part} {spent:.2f} s" for part, spent in sorted(observed.work.items()))
         return Request(placement_spec(best.optimization.plan.placement), decision.cost.strategy,
-                       f"at {observed.rate:,.0f} tuples/s{seen}: {decision.reason}",
+                       f"at {observed.rate:,.0f} tuples/s{said}: {decision.reason}",
                        decision.cost)
 
 
@@ -676,7 +680,7 @@ def _entry(number: int, status: str, explanation: Explanation, **details) -> dic
     return {"number": number, "status": status,
             "placement": placement_spec(optimization.plan.placement),
             "rate": optimization.rate,
-            "selectivity": optimization.model.stats.catalog.selectivity,
+            "statistics": optimization.model.stats.catalog.statistics(),
             "takeover": None, "migration": None, "last_end": None, **details}
 
 
@@ -691,7 +695,7 @@ def _run_entry(query: str, name: str, entry: dict, checkpoints: Path, common: di
     end = entry["last_end"]
     explanation = explain(query, rate=entry["rate"], catalog=common["catalog"],
                           profile=common["profile"], placement=entry["placement"],
-                          selectivity=entry["selectivity"],
+                          statistics=entry["statistics"],
                           file_format=landing_format(common["source"]))
     return run(query, explanation=explanation, checkpoint=checkpoints / own, name=own,
                takeover=takeover, last_end=datetime.fromisoformat(end) if end else None,
@@ -735,7 +739,7 @@ def _adopt(query: str, name: str, history: dict[int, dict], current: dict, check
     target = explain(query, rate=logged[0]["rate"], catalog=catalog, profile=profile,
                      placement=placement_spec(better), file_format=landing_format(str(landing)))
     old = explain(query, rate=current["rate"], catalog=catalog, profile=profile,
-                  placement=current["placement"], selectivity=current["selectivity"],
+                  placement=current["placement"], statistics=current["statistics"],
                   file_format=landing_format(str(landing)))
     logical = target.optimization.logical
     step = round(logical.root.slide * 1e6)

@@ -11,6 +11,7 @@ import pytest
 
 from columnar.store import ColumnarStore
 from optimizer import optimize
+from optimizer.catalog import column_set_key
 from optimizer.cost import Objective, PlanCost
 from optimizer.errors import TandemError
 from optimizer.migration import (
@@ -29,9 +30,9 @@ from optimizer.observed import (
     BatchObservation,
     Monitor,
     Observed,
-    catalog_selectivities,
-    planned_selectivities,
-    selections,
+    catalog_statistics,
+    merged,
+    planned_statistics,
 )
 from rowstream.eventtime import EPOCH
 from rowstream.mig import STREAM
@@ -202,18 +203,45 @@ def test_monitor_is_due_when_a_selectivity_shifts():
         assert monitor.due(1000, planned) is (step == 1)
 
 
-def test_observed_selectivities_are_the_catalogs_by_predicate(catalog, profile):
+def test_observed_statistics_are_the_catalogs(catalog, profile):
     # Q5's selection of the loads crosses to DuckDB: its rows per stream tuple are the
-    # selectivity of "property = 1", which the optimiser then plans with.
+    # selectivity of "property = 1". Its first aggregate's rows per window_end are the distinct
+    # plugs that reported. The optimiser plans with both in place of the catalog's.
     optimization = optimize(query_sql("q5"), catalog, profile)
     plan = optimization.logical
-    assert planned_selectivities(plan, optimization.model.stats) == {
-        "select_1": catalog.selectivity["property = 1"]}
-    observed = Observed(1000.0, 0.5, {"select_1": 0.2, "aggregate_1": 0.01}, 5)
-    assert catalog_selectivities(plan, observed) == {"property = 1": 0.2}
-    replanned = optimize(query_sql("q5"), catalog.with_selectivity({"property = 1": 0.2}),
-                         profile)
-    assert replanned.model.stats.selectivity(selections(replanned.logical)["select_1"]) == 0.2
+    plugs = "house_id, household_id, plug_id"
+    assert planned_statistics(plan, optimization.model.stats) == {
+        "select_1": catalog.selectivity["property = 1"],
+        "aggregate_1": catalog.streams["plugs"].distinct[column_set_key(plugs)]}
+    observed = Observed(1000.0, 0.5, {"select_1": 0.2}, 5, {"aggregate_1": 1800.0})
+    seen = catalog_statistics(plan, observed)
+    assert seen == {"selectivity": {"property = 1": 0.2}, "distinct": {"plugs": {plugs: 1800.0}}}
+    again = optimize(query_sql("q5"), catalog.with_statistics(seen), profile)
+    assert planned_statistics(again.logical, again.model.stats) == {
+        "select_1": 0.2, "aggregate_1": 1800.0}
+    # Observed later, over what was observed before: the newer value of each.
+    assert merged(seen, {"distinct": {"plugs": {plugs: 1700.0}}}) == {
+        "selectivity": {"property = 1": 0.2}, "distinct": {"plugs": {plugs: 1700.0}}}
+
+
+def test_monitor_estimates_groups_per_window_end():
+    monitor = Monitor(recent=2, band=0.25, confirm=1)
+    planned = {"aggregate_1": 2125.0}
+    for rows, ends in ((4250, 2), (2125, 1)):
+        monitor.observe(BatchObservation(1000, 1.0, 0.1, groups={"aggregate_1": (rows, ends)}))
+    assert monitor.estimate().groups == {"aggregate_1": 2125.0}
+    assert not monitor.due(1000, planned)
+    monitor.observe(BatchObservation(1000, 1.0, 0.1, groups={"aggregate_1": (300, 1)}))
+    monitor.observe(BatchObservation(1000, 1.0, 0.1, groups={"aggregate_1": (300, 1)}))
+    assert monitor.due(1000, planned)
+
+
+def test_monitor_estimates_each_parts_work_per_second():
+    monitor = Monitor(recent=2)
+    monitor.observe(BatchObservation(1000, 2.0, 0.5, timings={"spark": 0.4, "dbop_1": 0.1}))
+    monitor.observe(BatchObservation(1000, 2.0, 0.7, timings={"spark": 0.6}))
+    assert monitor.estimate().work == {"spark": pytest.approx(0.25),
+                                       "dbop_1": pytest.approx(0.025)}
 
 
 Q3_AGGREGATES_IN_DUCKDB = ("select_1=spark,aggregate_1=duckdb,select_2=spark,aggregate_2=duckdb,"

@@ -65,14 +65,28 @@ def test_placements_give_the_reference_rows(tmp_path, truth, catalog, profile, n
     assert summary.window_ends == (last - first) // int(root.slide * 1e6) + 1
 
 
-def test_each_batch_reports_the_rows_that_crossed_to_duckdb(tmp_path, truth):
-    # Q5's selection of the loads crosses from Spark to DuckDB: over the run, its rows are the
-    # stream's loads, on which the adaptive monitor's selectivity of "property = 1" rests.
-    crossed = []
-    run_small("q5", tmp_path, placement="select_1=spark,aggregate_1=duckdb,aggregate_2=duckdb",
-              on_batch=lambda report: crossed.append(report.crossed))
+def test_each_batch_reports_the_statistics_the_monitor_needs(tmp_path, truth, catalog, profile):
+    # Q5's selection of the loads crosses from Spark to DuckDB in one placement, its per-plug
+    # aggregate in the other. Over the run, the selection's rows are the stream's loads (the
+    # selectivity of "property = 1"), and the aggregate's rows per window_end are the
+    # reference's (its groups).
+    reports = []
+    run_small("q5", tmp_path / "a", placement="select_1=spark,aggregate_1=duckdb,aggregate_2=duckdb",
+              on_batch=reports.append)
     loads = truth.streams["plugs"].filter(pl.col("property") == 1).height
-    assert loads > 0 and sum(c.get("select_1", 0) for c in crossed) == loads
+    assert loads > 0 and sum(r.crossed.get("select_1", 0) for r in reports) == loads
+    # Each part's time: Spark's, and that of the one DB-op that holds both aggregates.
+    assert set().union(*(r.timings for r in reports)) == {"spark", "dbop_1"}
+    assert all(r.timings["spark"] > 0 for r in reports)
+    reports = []
+    run_small("q5", tmp_path / "b", placement="select_1=spark,aggregate_1=spark,aggregate_2=duckdb",
+              on_batch=reports.append)
+    plan = optimize(query_sql("q5"), catalog, profile).logical
+    aggregate = next(n for n, rid in plan.relation_ids.items() if rid == "aggregate_1")
+    last = results(tmp_path / "b" / "tandem.duckdb", "q5")["window_end"].max()
+    want = truth.result(aggregate).filter(pl.col("window_end") <= last)
+    rows, ends = (sum(r.groups.get("aggregate_1", (0, 0))[i] for r in reports) for i in (0, 1))
+    assert (rows, ends) == (want.height, want["window_end"].n_unique())
 
 
 @pytest.mark.parametrize("placement", [
