@@ -98,8 +98,8 @@ def run_microbatch(query: str, landing: str | Path, *, checkpoints: str | Path,
 
     The first run's placement is pinned for its checkpoint (``<checkpoint>.placement``): Spark's
     state and DuckDB's window tables are those of that plan. A plan the nightly clean-up finds
-    better is adopted by Parallel Track over the runs that follow (``tandem.migration.
-    scheduled_run``): each plan has a checkpoint of its own."""
+    better is adopted by Parallel Track over the runs that follow (``tandem.adoption``): each
+    plan has a checkpoint of its own."""
     name = microbatch_name(query)
     checkpoints = Path(checkpoints)
     pinned = checkpoints / f"{name}.placement"
@@ -110,7 +110,7 @@ def run_microbatch(query: str, landing: str | Path, *, checkpoints: str | Path,
         files = pending_files(landing, oldest)
         if not files:
             return MicroBatchSummary(name, [], results_table=f"{schema_name(name)}.results")
-        from tandem.migration import scheduled_run  # imports Spark: only to read something
+        from tandem.adoption import scheduled_run  # imports Spark: only to read something
 
         if pinned.is_file() and (checkpoints / name).is_dir():
             placement = pinned.read_text().strip()

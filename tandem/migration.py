@@ -27,6 +27,10 @@ from n·``PLAN_BATCHES``.
 event time the old one has reached; the old one emits the window_ends up to the last whose
 window holds an earlier tuple and stops, and the new one's results, held in its own table until
 then, join the run's (docs/adaptive.md).
+
+Each plan is recorded (``tandem_log.adaptive_plans``: running, pausing, held, done) before it
+changes what it does, so that ``--resume`` continues a run stopped in the middle of a migration;
+``tandem.adoption`` records the micro-batch runs' plans alike.
 """
 
 from __future__ import annotations
@@ -57,17 +61,9 @@ from optimizer.observed import (
 )
 from optimizer.optimizer import placement_spec
 from rowstream.eventtime import EPOCH
-from rowstream.mig import HIGH_WATER, STREAM, BatchReport, Mig, Transfers, layout
+from rowstream.mig import STREAM, BatchReport, Mig, Transfers, layout
 from tandem.explain import Explanation, explain
-from tandem.microbatch import last_file_read, last_offset
-from tandem.run import (
-    RunSummary,
-    Takeover,
-    catalog_streams,
-    default_lateness,
-    landing_format,
-    run,
-)
+from tandem.run import RunSummary, Takeover, catalog_streams, default_lateness, run
 from tandem.workload import SmartPlugs
 
 PLAN_BATCHES = 1_000_000_000  # the batch ids of a run's n-th plan start at n times this
@@ -333,14 +329,14 @@ class _Adaptive:
         """A recorded plan, started again from its checkpoint (``beside``: Parallel Track's new
         plan, started already). A held plan whose old plan is done has its results released
         first."""
-        takeover = _takeover(entry["takeover"]) if entry["takeover"] else None
+        takeover = restored_takeover(entry["takeover"]) if entry["takeover"] else None
         held = entry["status"] == HELD
         if held and self.history[entry["number"] - 1]["status"] == DONE:
-            _move_results(self.store, takeover.results, self.name)
+            release_held(self.store, takeover.results, self.name)
             held, entry["status"] = False, RUNNING
         if takeover is not None and not held:
             takeover = replace(takeover, results=self.name)
-        migration = _migration(entry["migration"]) if entry["migration"] else None
+        migration = restored_migration(entry["migration"]) if entry["migration"] else None
         if migration is not None:
             self._announce(migration)
         end = entry["last_end"]
@@ -360,7 +356,7 @@ class _Adaptive:
                 raise plan.error
             self.summary.plans.append(plan.summary)
             if plan.migration is not None and plan.migration.strategy == MS:
-                _record(self.store, self.name, plan.migration)
+                record_migration(self.store, self.name, plan.migration)
             if plan.beside is not None:  # Parallel Track: the old plan emitted its last window
                 self._mark(plan.number, DONE)
                 plan = self._release(plan.beside)
@@ -415,9 +411,9 @@ class _Adaptive:
         plan = _Plan(self.numbers if number is None else number, explanation, takeover,
                      _Watch(self.start_second, explanation, self.on_batch), migration, released,
                      beside=beside)
-        self.history[plan.number] = _entry(
+        self.history[plan.number] = plan_entry(
             plan.number, RUNNING if released else HELD, explanation,
-            takeover=_takeover_json(takeover) if takeover else None,
+            takeover=takeover_json(takeover) if takeover else None,
             migration=migration.to_json() if migration else None,
             last_end=last_end.isoformat() if last_end else None)
         self._save()
@@ -448,7 +444,7 @@ class _Adaptive:
         self._save()
 
     def _save(self) -> None:
-        _save_history(self.store, self.name, self.history)
+        save_plans(self.store, self.name, self.history)
 
     def _observe(self, plan: _Plan, report: BatchReport) -> None:
         plan.watch.observe(report)
@@ -534,7 +530,7 @@ class _Adaptive:
         migration = plan.migration
         migration.ended_at = time.perf_counter()
         migration.outputs.append(migration.ended_at)
-        _record(self.store, self.name, migration)
+        record_migration(self.store, self.name, migration)
         return plan
 
 
@@ -626,56 +622,8 @@ def live_plans(store: str | Path, name: str) -> list[str]:
     return [plan_name(name, n) for n in sorted(history) if history[n]["status"] != DONE]
 
 
-def scheduled_run(query: str, name: str, landing: str | Path, checkpoints: Path,
-                  store: str | Path, *, placement: str, catalog: str | None,
-                  profile: str | None, lateness: float | None) -> RunSummary:
-    """One scheduled run of a checkpointed query (``tandem.microbatch``) over the files that
-    landed since the last, and the adoption of the plan the nightly job logged as better, by
-    Parallel Track over the runs that follow:
-
-    1. Once a run of the running plan has read its files, the switch is where it got to: its
-       last file and the stream's high-water mark there. The old plan will emit the
-       window_ends up to e*, the first at or after high water + W_max; every window after e*
-       begins after the high-water mark, so it holds only rows of files to come.
-    2. From the next run on, both plans read the new files, each from its own checkpoint (the
-       new one's query begins after the switch's file, at its high-water mark, so it marks the
-       same rows late). The new plan's results wait in its own table.
-    3. The run in which the old plan evaluates e* releases them into the run's table, and the
-       new plan runs alone from then on.
-
-    Moving State would read the open windows' files again, some of them archived by then.
-    Returns the summary of the plan whose results are the run's."""
-    history = recorded_plans(store, name)
-    common = dict(source=str(landing), catalog=catalog, profile=profile, store=store,
-                  resume=True, available_now=True, lateness=lateness)
-    if not history:  # the checkpoint's first plan, never migrated
-        summary = run(query, placement=placement, checkpoint=checkpoints / name, name=name,
-                      **common)
-        history = {0: _entry(0, RUNNING, explain(
-            query, catalog=catalog, profile=profile, placement=placement_spec(summary.placement),
-            file_format=landing_format(str(landing))))}
-    else:
-        live = [history[n] for n in sorted(history) if history[n]["status"] != DONE]
-        summaries = [_run_entry(query, name, entry, checkpoints, common) for entry in live]
-        summary = summaries[0]
-        if len(live) == 2 and _reached(store, name, live[0]):
-            old, new = live
-            # Recorded before the release: the old plan must not run again once the new
-            # one's results are the run's. A stop in between releases them in the next run.
-            old["status"], new["status"] = DONE, RUNNING
-            _save_history(store, name, history)
-            _move_results(store, plan_name(name, new["number"]), name)
-            _record(store, name, _migration(new["migration"]))  # its timings span runs
-    live = [n for n in sorted(history) if history[n]["status"] != DONE]
-    if len(live) == 1:
-        history = _adopt(query, name, history, history[live[0]], checkpoints, store, landing,
-                         catalog, profile) or history
-    _save_history(store, name, history)
-    return summary
-
-
-def _entry(number: int, status: str, explanation: Explanation, **details) -> dict:
-    """A plan as a run records it (``_Adaptive._start``, ``scheduled_run``)."""
+def plan_entry(number: int, status: str, explanation: Explanation, **details) -> dict:
+    """A plan as a run records it (``_Adaptive._start``, ``tandem.adoption``)."""
     optimization = explanation.optimization
     return {"number": number, "status": status,
             "placement": placement_spec(optimization.plan.placement),
@@ -684,80 +632,7 @@ def _entry(number: int, status: str, explanation: Explanation, **details) -> dic
             "takeover": None, "migration": None, "last_end": None, **details}
 
 
-def _run_entry(query: str, name: str, entry: dict, checkpoints: Path, common: dict
-               ) -> RunSummary:
-    """A recorded plan's run over the new files, from its checkpoint."""
-    takeover = _takeover(entry["takeover"]) if entry["takeover"] else None
-    own = plan_name(name, entry["number"])
-    if takeover is not None and entry["status"] == RUNNING:  # released
-        _move_results(common["store"], own, name)  # what a stop left held (none twice)
-        takeover = replace(takeover, results=name)
-    end = entry["last_end"]
-    explanation = explain(query, rate=entry["rate"], catalog=common["catalog"],
-                          profile=common["profile"], placement=entry["placement"],
-                          statistics=entry["statistics"],
-                          file_format=landing_format(common["source"]))
-    return run(query, explanation=explanation, checkpoint=checkpoints / own, name=own,
-               takeover=takeover, last_end=datetime.fromisoformat(end) if end else None,
-               **common)
-
-
-def _reached(store: str | Path, name: str, entry: dict) -> bool:
-    """Whether a plan that Parallel Track replaces has evaluated its last window_end."""
-    columnar = ColumnarStore(store)
-    try:
-        done = columnar.progress(plan_name(name, entry["number"]), before=2**62).last_end
-    finally:
-        columnar.close()
-    return done is not None and done >= datetime.fromisoformat(entry["last_end"])
-
-
-def _adopt(query: str, name: str, history: dict[int, dict], current: dict, checkpoints: Path,
-           store: str | Path, landing: str | Path, catalog: str | None, profile: str | None
-           ) -> dict[int, dict] | None:
-    """Begin Parallel Track to the plan the nightly job logged last (``tandem.cleanup``), if it
-    is not the running one's: the history with both plans, or None."""
-    columnar = ColumnarStore(store)
-    try:
-        logged = columnar.recent("plans", Path(query).stem, 1)
-        own = plan_name(name, current["number"])
-        progress = columnar.progress(own, before=2**62)
-    finally:
-        columnar.close()
-    if not logged:
-        return None
-    better = json.loads(logged[0]["placement"])
-    if better == dict(op.split("=") for op in current["placement"].split(",")):
-        return None
-    checkpoint = checkpoints / own
-    offset = last_offset(checkpoint) or {}
-    high_water = offset.get("high_water")
-    if high_water is None and HIGH_WATER in progress.frontiers:  # the native gateway's
-        high_water = round((progress.frontiers[HIGH_WATER] - EPOCH).total_seconds() * 1e6)
-    if high_water is None:  # nothing read yet: the next runs will tell
-        return None
-    target = explain(query, rate=logged[0]["rate"], catalog=catalog, profile=profile,
-                     placement=placement_spec(better), file_format=landing_format(str(landing)))
-    old = explain(query, rate=current["rate"], catalog=catalog, profile=profile,
-                  placement=current["placement"], statistics=current["statistics"],
-                  file_format=landing_format(str(landing)))
-    logical = target.optimization.logical
-    step = round(logical.root.slide * 1e6)
-    widest = round(max(w.size for w in windows(logical.root)) * 1e6)
-    last_old = EPOCH + timedelta(microseconds=-(-(high_water + widest) // step) * step)
-    number = max(history) + 1
-    takeover = Takeover(plan_name(name, number), number * PLAN_BATCHES, last_old, 0.0, 0.0, own,
-                        start_after=last_file_read(checkpoint), high_water=high_water)
-    migration = Migration(number, PT, old.optimization.plan.placement,
-                          target.optimization.plan.placement,
-                          f"the nightly job's plan: {logged[0]['reason']}", last_old, 0.0, (),
-                          None, time.perf_counter())
-    return {**history, current["number"]: {**current, "last_end": last_old.isoformat()},
-            number: _entry(number, HELD, target, takeover=_takeover_json(takeover),
-                           migration=migration.to_json())}
-
-
-def _save_history(store: str | Path, name: str, history: dict[int, dict]) -> None:
+def save_plans(store: str | Path, name: str, history: dict[int, dict]) -> None:
     """Record every plan of a run in one transaction (``tandem_log.adaptive_plans``)."""
     rows = pa.Table.from_pylist([
         {"target": name, "number": n, "status": entry["status"], "plan": json.dumps(entry),
@@ -826,12 +701,12 @@ def recorded_plans(store: str | Path, name: str) -> dict[int, dict]:
     return {row["number"]: json.loads(row["plan"]) for row in rows}
 
 
-def _takeover_json(takeover: Takeover) -> dict:
+def takeover_json(takeover: Takeover) -> dict:
     return {**asdict(takeover), "floor": takeover.floor.isoformat() if takeover.floor else None,
             "taken": sorted(takeover.taken), "tables": list(takeover.tables)}
 
 
-def _takeover(recorded: dict) -> Takeover:
+def restored_takeover(recorded: dict) -> Takeover:
     floor = recorded["floor"]
     return Takeover(**{**recorded, "floor": datetime.fromisoformat(floor) if floor else None,
                        "taken": frozenset(recorded["taken"]),
@@ -844,7 +719,7 @@ def _request(recorded: dict) -> Request:
                       "predicted": MigrationCost(**predicted) if predicted else None})
 
 
-def _migration(recorded: dict) -> Migration:
+def restored_migration(recorded: dict) -> Migration:
     """A migration under way when its run stopped; its timings start again with the resume."""
     now, floor = time.perf_counter(), recorded["floor"]
     return Migration(recorded["number"], recorded["strategy"], recorded["old"], recorded["new"],
@@ -854,7 +729,7 @@ def _migration(recorded: dict) -> Migration:
                      recorded["predicted_seconds"], now, [now])
 
 
-def _move_results(store: str | Path, held: str, name: str) -> None:
+def release_held(store: str | Path, held: str, name: str) -> None:
     """Release a held plan's results into the run's (``Mig.release``, for a plan not running)."""
     columnar = ColumnarStore(store)
     try:
@@ -889,7 +764,7 @@ def _forget_plans(store: str | Path, name: str) -> None:
         columnar.close()
 
 
-def _record(store: str | Path, name: str, migration: Migration) -> None:
+def record_migration(store: str | Path, name: str, migration: Migration) -> None:
     """Log a migration for the Tandem page (``tandem_log.migrations``)."""
     columnar = ColumnarStore(store)
     try:
@@ -902,4 +777,6 @@ def _record(store: str | Path, name: str, migration: Migration) -> None:
         columnar.close()
 
 
-__all__ = ["run_adaptive", "ask", "AdaptiveSummary", "Migration", "Request", "plan_name"]
+__all__ = ["run_adaptive", "ask", "AdaptiveSummary", "Migration", "Request", "plan_name",
+           "recorded_plans", "live_plans", "save_plans", "plan_entry", "release_held",
+           "record_migration"]
