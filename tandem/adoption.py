@@ -75,7 +75,9 @@ def scheduled_run(query: str, name: str, landing: str | Path, checkpoints: Path,
             old["status"], new["status"] = DONE, RUNNING
             save_plans(store, name, history)
             release_held(store, plan_name(name, new["number"]), name)
-            record_migration(store, name, restored_migration(new["migration"]))  # its timings span runs
+            # Its timings span runs and processes: logged without them, with its own reason.
+            record_migration(store, name, replace(restored_migration(new["migration"]),
+                                                  reason=new["migration"]["reason"]))
     live = [n for n in sorted(history) if history[n]["status"] != DONE]
     if len(live) == 1:
         history = _adopt(query, name, history, history[live[0]], checkpoints, store, landing,
