@@ -24,6 +24,7 @@ from tandem.migration import (
     PLAN_BATCHES,
     RUNNING,
     Migration,
+    live_numbers,
     plan_entry,
     plan_name,
     record_migration,
@@ -65,7 +66,7 @@ def scheduled_run(query: str, name: str, landing: str | Path, checkpoints: Path,
             query, catalog=catalog, profile=profile, placement=placement_spec(summary.placement),
             file_format=landing_format(str(landing))))}
     else:
-        live = [history[n] for n in sorted(history) if history[n]["status"] != DONE]
+        live = [history[n] for n in live_numbers(history)]
         summaries = [_run_entry(query, name, entry, checkpoints, common) for entry in live]
         summary = summaries[0]
         if len(live) == 2 and _reached(store, name, live[0]):
@@ -78,8 +79,7 @@ def scheduled_run(query: str, name: str, landing: str | Path, checkpoints: Path,
             # Its timings span runs and processes: logged without them, with its own reason.
             record_migration(store, name, replace(restored_migration(new["migration"]),
                                                   reason=new["migration"]["reason"]))
-    live = [n for n in sorted(history) if history[n]["status"] != DONE]
-    if len(live) == 1:
+    if len(live := live_numbers(history)) == 1:
         history = _adopt(query, name, history, history[live[0]], checkpoints, store, landing,
                          catalog, profile) or history
     save_plans(store, name, history)

@@ -310,7 +310,7 @@ class _Adaptive:
         where = f"the adaptive run of {self.name} over {self.store}"
         if not history:
             raise TandemError(f"{where} recorded no plan to resume: run without --resume")
-        live = sorted(n for n, entry in history.items() if entry["status"] != DONE)
+        live = live_numbers(history)
         if not live:
             raise TandemError(f"{where} has ended: run without --resume to start it again")
         self.history, self.numbers = history, max(history)
@@ -618,8 +618,12 @@ class _Watch:
 def live_plans(store: str | Path, name: str) -> list[str]:
     """The names of the plans of run ``name`` that still run, oldest first; [] if it recorded
     none (a run that never migrated)."""
-    history = recorded_plans(store, name)
-    return [plan_name(name, n) for n in sorted(history) if history[n]["status"] != DONE]
+    return [plan_name(name, n) for n in live_numbers(recorded_plans(store, name))]
+
+
+def live_numbers(history: dict[int, dict]) -> list[int]:
+    """The numbers of a run's recorded plans that are not done, oldest first."""
+    return [n for n in sorted(history) if history[n]["status"] != DONE]
 
 
 def plan_entry(number: int, status: str, explanation: Explanation, **details) -> dict:
@@ -778,5 +782,5 @@ def record_migration(store: str | Path, name: str, migration: Migration) -> None
 
 
 __all__ = ["run_adaptive", "ask", "AdaptiveSummary", "Migration", "Request", "plan_name",
-           "recorded_plans", "live_plans", "save_plans", "plan_entry", "release_held",
+           "recorded_plans", "live_plans", "live_numbers", "save_plans", "plan_entry", "release_held",
            "record_migration"]
