@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit integration bench lint clean airflow system-packages peers
+.PHONY: demo test test-matrices unit integration bench lint clean airflow system-packages peers
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,7 +37,13 @@ system-packages:
 	  fi; fi
 
 test: $(STAMP) system-packages
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -q
+
+# Every placement of the integration tests' samples, not one per class (tests/matrix.py).
+test-matrices: $(STAMP) system-packages
+	TANDEM_FULL_MATRICES=1 $(BIN)/python -m pytest -q tests/test_disorder.py tests/test_run.py \
+	  tests/test_progress.py
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not integration"

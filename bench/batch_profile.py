@@ -17,10 +17,10 @@ from collections import defaultdict
 
 from pyspark.sql.classic.dataframe import DataFrame
 
+from benchmarking.measure import capacity
 from columnar.store import ColumnarStore
 from rowstream.mig import Mig
-from tandem.explain import explain
-from tandem.measure import capacity
+from runtime.explain import explain
 
 # (class, method, what it is): timed by wrapping the method, nothing else changes.
 STEPS = [(Mig, "_arrive", "arrival: Spark's job, toArrow and DuckDB's appends"),

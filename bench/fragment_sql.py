@@ -6,7 +6,7 @@ makes them, evaluating the window_ends of one micro-batch.
     .venv/bin/python bench/fragment_sql.py [q1 q3 ...] [--rate 100000] [--repeats 5]
         [--batch 1] [--profile]
 
-The store is filled as ``tandem bench`` fills it (``tandem.measure.preload``: the rows the MIG
+The store is filled as ``tandem bench`` fills it (``benchmarking.measure.preload``: the rows the MIG
 appends over the warm-up, with their pane tables). Both statements must give the same rows;
 each repeat times them back to back, and the figures are medians. ``--profile`` prints DuckDB's
 EXPLAIN ANALYZE of each. Writes bench/results/fragment_sql.json and .md."""
@@ -24,12 +24,12 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 
+from benchmarking.measure import preload, warmup_stream
+from benchmarking.verify import compare
 from columnar.store import ColumnarStore, schema_name
 from rowstream.eventtime import EPOCH
-from tandem.explain import explain
-from tandem.measure import preload, warmup_stream
-from tandem.verify import compare
-from tandem.workload import DEBS_START
+from runtime.explain import explain
+from workload.smart_plugs import DEBS_START
 
 HERE = Path(__file__).resolve().parent
 HANDWRITTEN = HERE / "handwritten"

@@ -20,8 +20,8 @@ import json
 import statistics
 from pathlib import Path
 
-from tandem import measure
-from tandem.explain import explain
+from benchmarking import measure
+from runtime.explain import explain
 
 RESULTS = Path(__file__).resolve().parent / "results"
 GATEWAYS = {"csv-native": ("csv", "native"), "csv-python": ("csv", "python"),

@@ -46,10 +46,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rowstream.eventtime import EPOCH  # noqa: E402
-from tandem.explain import explain  # noqa: E402
-from tandem.migration import run_adaptive  # noqa: E402
-from tandem.run import run  # noqa: E402
-from tandem.workload import SmartPlugs  # noqa: E402
+from runtime.explain import explain  # noqa: E402
+from runtime.migration import run_adaptive  # noqa: E402
+from runtime.run import run  # noqa: E402
+from workload.smart_plugs import SmartPlugs  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 CATALOG = str(ROOT / "queries" / "catalog.toml")

@@ -1,5 +1,5 @@
 """Scaling: Q1, Q3 and Q5 on a Spark standalone cluster of 1 and of 2 workers on this machine
-(``rowstream/cluster.py``), under pure-Spark, pure-DuckDB, duckdb-partitioned and the
+(``benchmarking/cluster.py``), under pure-Spark, pure-DuckDB, duckdb-partitioned and the
 optimiser's plan; then a projection to N machines from the calibrated cost model.
 
     .venv/bin/python bench/scaling.py [--workers 1,2] [--queries q1,q3,q5]
@@ -9,9 +9,9 @@ optimiser's plan; then a projection to N machines from the calibrated cost model
 
 Each worker has one core and its own executor; the driver runs in this process's child, as a
 user's would. Every plan's maximum sustainable rate is searched to within 10 %
-(``tandem.bench.next_rate``), one step of each placement in turn, so that the ratios at one
+(``benchmarking.bench.next_rate``), one step of each placement in turn, so that the ratios at one
 worker count are measured in one run; capacity is measured as ``tandem bench`` measures it
-(``tandem.measure.capacity``, Parquet files read by Spark's own source). Writes
+(``benchmarking.measure.capacity``, Parquet files read by Spark's own source). Writes
 bench/results/scaling.json and .md after every step; ``--resume`` goes on from them.
 
 The projection (``project``) takes the profile's unit costs as this machine's and assumes N
@@ -40,11 +40,11 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarking.bench import _warmup, next_rate  # noqa: E402
 from optimizer.cost import PARTITIONED  # noqa: E402
 from optimizer.errors import TandemError  # noqa: E402
 from optimizer.profile import Profile, load_profile  # noqa: E402
-from tandem.bench import _warmup, next_rate  # noqa: E402
-from tandem.explain import explain  # noqa: E402
+from runtime.explain import explain  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 PLACEMENTS = ("spark", "duckdb", PARTITIONED, "auto")
@@ -58,7 +58,7 @@ SPREAD = {"spark": ("source", "source_csv", "select", "project", "aggregate", "h
 
 def measure(query: str, placement: str, rate: float, profile: str | None) -> dict:
     """One capacity on the cluster this process's Spark session is bound to."""
-    from tandem.measure import capacity
+    from benchmarking.measure import capacity
 
     plan = explain(query, rate=rate, profile=profile, placement=placement)
     found = capacity(plan, rate, warmup=_warmup(plan), measure=MEASURE)
@@ -73,7 +73,7 @@ def search(workers: int, queries: list[str], placements: list[str], start: dict[
     at ``start[query:placement]``, else at ``start[query]``, else where the cost model puts the
     plan's maximum on one machine: pure-Spark's and pure-DuckDB's differ by orders of
     magnitude, and each step moves at most 2x."""
-    from rowstream.cluster import local_cluster
+    from benchmarking.cluster import local_cluster
 
     tried = results.setdefault(str(workers), {})
     with local_cluster(Path(f"/tmp/tandem-scaling-{workers}"), workers=workers, cores=1,
@@ -154,7 +154,7 @@ def spread_over(profile: Profile, machines: int) -> Profile:
 def projected_max(query: str, placement: str, profile: Profile) -> float:
     """The largest rate whose plan's load (``Objective.load``) is at most 1, to 1 %."""
     from optimizer import load_catalog, optimize
-    from tandem import settings
+    from runtime import settings
 
     path = settings.query_path(query)
     catalog = load_catalog(settings.catalog_path(path))

@@ -1,5 +1,5 @@
 """Which exact pure-Spark design is fastest: the capacity of each of ``rowstream.dsps.SPARK_DESIGNS``
-for the pure-Spark plan of every query, measured as ``tandem bench`` measures (DESIGN.md:
+for the pure-Spark plan of every query, measured as ``tandem bench`` measures (docs/design.md:
 windows warmed to steady state, then 1-s micro-batches). The fastest is `tandem bench`'s
 pure-Spark baseline. Beside them runs the hand-written design they must match
 (``bench/handwritten/spark_numpy.py``, Q1 and Q2 only).
@@ -22,10 +22,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from benchmarking.measure import capacity
 from optimizer.logical import windows
 from rowstream.dsps import SPARK_DESIGNS
-from tandem.explain import explain
-from tandem.measure import capacity
+from runtime.explain import explain
 
 sys.path.insert(0, str(Path(__file__).parent / "handwritten"))
 import spark_numpy  # noqa: E402  (registers the hand-written design)

@@ -20,8 +20,8 @@ from pathlib import Path
 from optimizer.catalog import DEFAULT_TIME_DISTANCE
 from rowstream.expectations import INPUT, input_parameters, verdicts
 from rowstream.landing import landed_frame
-from tandem.validation import INPUT_SUITE, run_suite
-from tandem.workload import SmartPlugs
+from runtime.validation import INPUT_SUITE, run_suite
+from workload.smart_plugs import SmartPlugs
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

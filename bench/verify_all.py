@@ -18,8 +18,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarking.verify import STATUSES, placements, verify  # noqa: E402
 from optimizer.cost import SPARK  # noqa: E402
-from tandem.verify import STATUSES, placements, verify  # noqa: E402
 
 QUERIES = ("q1", "q2", "q3", "q4", "q5", "q6")
 RESULTS = ROOT / "bench" / "results"

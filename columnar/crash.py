@@ -23,7 +23,7 @@ POINTS = {
     "spark-committed": "Spark has committed the micro-batch, DuckDB not yet its results",
     "duckdb-write": "inside DuckDB's transaction that commits the micro-batch's results",
 }
-# An adaptive run's migrations (tandem/migration.py), where the number of the plan they start.
+# An adaptive run's migrations (runtime/migration.py), where the number of the plan they start.
 MIGRATION_POINTS = {
     "migration": "Moving State: the old plan has stopped, the new one is not recorded yet",
     "release": "Parallel Track: the old plan is done, the new one's results not yet released",

@@ -5,7 +5,7 @@ The query is evaluated for a set of window_ends at once. It reads
 * ``window_ends(window_end TIMESTAMP)``: the window_ends to evaluate;
 * one table per input relation, named ``in_<operator id>``:
   - rows of a windowed stream (the MIG appends them as they arrive) are expanded to every window
-    instance that holds them, ``window_end - size <= ts < window_end`` (DESIGN.md);
+    instance that holds them, ``window_end - size <= ts < window_end`` (docs/design.md, Semantics);
   - rows already tagged with their window_end (the output of a Spark join or aggregate) are read
     for the requested window_ends;
 * ``panes_<aggregate id>``: what an aggregate over a windowed stream keeps per slide (below).

@@ -364,7 +364,7 @@ class ColumnarStore:
 
     def recent(self, log: str, query: str, limit: int = 10) -> list[dict]:
         """The latest rows of a log for ``query`` and the plans it migrated to
-        (``<query>__plan<n>``, ``tandem/migration.py``), newest first."""
+        (``<query>__plan<n>``, ``runtime/migration.py``), newest first."""
         if not self.logged(log):
             return []
         return self.query(f"SELECT * FROM {LOG_SCHEMA}.{log} WHERE query = ? OR "

@@ -7,15 +7,15 @@ Great Expectations validates the results. A run that finds no new file ends in s
 from airflow.sdk import DAG, Asset, AssetOrTimeSchedule
 from airflow.timetables.trigger import CronTriggerTimetable
 
-from columnar.store import schema_name
-from operators import (
+from airflow_tandem.operators import (
     MicroBatchOperator,
     ValidateLandingOperator,
     ValidateOperator,
     lateness_param,
 )
-from tandem import settings
-from tandem.microbatch import SCHEDULED, microbatch_name
+from columnar.store import schema_name
+from runtime import settings
+from runtime.microbatch import SCHEDULED, microbatch_name
 
 LANDED = Asset(name="tandem_landing", uri=f"file://{settings.landing_dir().resolve()}")
 

@@ -5,8 +5,8 @@ their reason in tandem_log.plans). The report of what was reclaimed is the task'
 
 from airflow.sdk import DAG
 
-from operators import CleanupOperator
-from tandem.microbatch import SCHEDULED
+from airflow_tandem.operators import CleanupOperator
+from runtime.microbatch import SCHEDULED
 
 with DAG(
     dag_id="tandem_nightly_cleanup",

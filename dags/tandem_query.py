@@ -2,8 +2,13 @@
 
 from airflow.sdk import DAG, Param
 
-from operators import OptimizeOperator, RunQueryOperator, SummaryOperator, lateness_param
-from tandem.settings import REPOSITORY_QUERIES
+from airflow_tandem.operators import (
+    OptimizeOperator,
+    RunQueryOperator,
+    SummaryOperator,
+    lateness_param,
+)
+from runtime.settings import REPOSITORY_QUERIES
 
 QUERIES = sorted(p.stem for p in REPOSITORY_QUERIES.glob("*.sql"))
 

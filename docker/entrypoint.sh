@@ -26,7 +26,7 @@ case "$role" in
       "$TANDEM_SPARK_MASTER" --cores "${SPARK_WORKER_CORES:-2}" \
       --memory "${SPARK_WORKER_MEMORY:-4g}" --webui-port "${SPARK_WORKER_WEBUI_PORT:-8082}" "$@" ;;
   airflow-init)
-    exec "$PYTHON" -m tandem.airflow_server init ;;
+    exec "$PYTHON" -m airflow_tandem.server init ;;
   api-server|scheduler|dag-processor|triggerer)
     exec "$PYTHON" -m airflow "$role" "$@" ;;
   tandem)

@@ -3,7 +3,7 @@ placement keeps, how the states of two placements match, what Moving State and P
 cost (Zhu Sec. 12.3), and the hysteresis rule that decides whether a better plan pays for its
 migration.
 
-Every R2R operator applies to the instantaneous relations of one window_end (DESIGN.md). A
+Every R2R operator applies to the instantaneous relations of one window_end (docs/design.md, Semantics). A
 placement keeps, between micro-batches, the contents of the windows still open:
 
 * the central DuckDB keeps the rows of each relation a DB-op reads from Spark, in its table

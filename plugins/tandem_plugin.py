@@ -18,11 +18,11 @@ from airflow.plugins_manager import AirflowPlugin
 from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import HTMLResponse
 
+from airflow_tandem.inspection import Overview, PlanNode, overview, queries
 from columnar.inspect import ROW_LIMIT, Refused, read_only_query
 from optimizer.errors import TandemError
 from optimizer.migration import moved
-from tandem import settings
-from tandem.inspection import Overview, PlanNode, overview, queries
+from runtime import settings
 
 TABLES = ("SELECT schema_name AS schema, table_name AS table, estimated_size AS rows "
           "FROM duckdb_tables() ORDER BY ALL")

@@ -1,4 +1,4 @@
-"""The event-time contract every placement shares (DESIGN.md, "Streams"; docs/execution.md).
+"""The event-time contract every placement shares (docs/design.md, Semantics; docs/execution.md).
 
 A stream's *high-water mark* is the latest event time among the rows it has admitted so far (and
 its heartbeats). With an allowed lateness L its *watermark* is Spark's: the high-water mark in

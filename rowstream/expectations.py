@@ -3,7 +3,7 @@ every landed file must meet and the results suite that every result table must m
 
 The suites are plain data here, so that the hot path does not import Great Expectations: the
 landing source enforces the input suite inside every micro-batch with vectorised polars checks
-derived from it (``violations``), and ``tandem.validation`` builds the real suites from the same
+derived from it (``violations``), and ``runtime.validation`` builds the real suites from the same
 list and runs them with Great Expectations in the DAG and in ``tandem validate``. A failing row
 goes to the quarantine with the ``rule`` of the first expectation it fails, in suite order: the
 expectation's name and column, such as ``expect_column_values_to_be_unique(id)``.

@@ -133,3 +133,27 @@ def batch_files(checkpoint: str | Path, batch_id: int) -> list[Path]:
             return [Path(unquote(urlparse(e["path"]).path)) for e in entries
                     if e.get("batchId") == batch_id]
     return []
+
+
+def last_file_read(checkpoint: str | Path) -> str:
+    """The last landing file of the checkpoint's last committed micro-batch ("" before any).
+    The Python source's offset names the last file; Spark's file source (the native gateway)
+    logs the files of each batch apart."""
+    offset = last_offset(checkpoint)
+    if offset is None:
+        return ""
+    if "after" in offset:
+        return offset["after"]
+    return max((path.name for path in batch_files(checkpoint, offset["logOffset"])), default="")
+
+
+def last_offset(checkpoint: str | Path) -> dict | None:
+    """The source's offset after the checkpoint's last committed micro-batch. Spark's offset log
+    (``offsets/<batch>``) is a version line, the batch's metadata and one JSON line per source;
+    ``commits/<batch>`` exists once the batch committed."""
+    checkpoint = Path(checkpoint)
+    committed = [int(p.name) for p in (checkpoint / "commits").glob("[0-9]*")]
+    if not committed:
+        return None
+    lines = (checkpoint / "offsets" / str(max(committed))).read_text().splitlines()
+    return json.loads(lines[2])

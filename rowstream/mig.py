@@ -233,7 +233,7 @@ class Mig:
     spark_design: str = "built-in"  # one of SPARK_DESIGNS ("buckets": pure-Spark plans only)
     native: bool = False  # Spark's file sources: the MIG judges the rows (rowstream/native.py)
     time_distance: float = DEFAULT_TIME_DISTANCE  # for the input suite, with ``native``
-    # A plan a run migrated to (``tandem/migration.py``) keeps its state under its own name and
+    # A plan a run migrated to (``runtime/migration.py``) keeps its state under its own name and
     # writes its results into the run's (``results``), numbering its batches from
     # ``batch_base``; it evaluates the window_ends after ``floor``, the last its run evaluated.
     results: str | None = None
@@ -336,7 +336,7 @@ class Mig:
     def release(self, results: str) -> int:
         """Move the results held in this plan's own table into ``results``'s, and write there
         from now on: Parallel Track's new plan, once the old one has emitted its last window
-        (``tandem/migration.py``). Returns the rows released."""
+        (``runtime/migration.py``). Returns the rows released."""
         with self._releasing:
             # Its run may have ended (the stream did) and closed its connection.
             store = (self.store.cursor() if self.store.con is not None
@@ -652,7 +652,7 @@ def quarantine_rows(frame: pl.DataFrame) -> pa.Table:
 
 
 def _first_end(first_ts: datetime, step: timedelta) -> datetime:
-    """The first window_end after the first event (DESIGN.md)."""
+    """The first window_end after the first event (docs/design.md, Semantics)."""
     step_us = step // timedelta(microseconds=1)
     since = (first_ts - EPOCH) // timedelta(microseconds=1)
     return EPOCH + timedelta(microseconds=(since // step_us + 1) * step_us)

@@ -16,7 +16,7 @@ ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvi
 
 def spark_session(app: str = "tandem", log: Path | None = None,
                   master: str = "local[*]") -> SparkSession:
-    """The shared session. ``master`` (``tandem.settings.spark_master``) moves the row engine
+    """The shared session. ``master`` (``runtime.settings.spark_master``) moves the row engine
     to a cluster;
     ``TANDEM_SPARK_MEMORY`` sizes the driver, which in local mode is also the executor (with
     Spark's 1g, `verify --placements all` ran out of aggregation memory after ~400 Q6 queries

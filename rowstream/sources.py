@@ -54,8 +54,8 @@ class _Span(InputPartition):
 
 class _GeneratorReader(DataSourceStreamReader):
     """Micro-batch k holds event time [k * span, (k + 1) * span) (after the warm-up, if any)
-    and a heartbeat at its end; the last micro-batch holds only the heartbeat that ends the
-    stream."""
+    and a heartbeat at its end, the last data batch one in the last window_end too; the last
+    micro-batch holds only the heartbeat that ends the stream."""
 
     def __init__(self, options: dict):
         self.options = dict(options)
@@ -77,7 +77,7 @@ class _GeneratorReader(DataSourceStreamReader):
         self.data_batches = len(self.bounds) - 1
 
     def _plugs(self):
-        from tandem.workload import SmartPlugs, parse_steps  # imported in the Python worker
+        from workload.smart_plugs import SmartPlugs, parse_steps  # imported in the Python worker
 
         o = self.options
         return SmartPlugs(rate=float(o["rate"]), seed=int(o.get("seed", 2014)),
@@ -104,8 +104,17 @@ class _GeneratorReader(DataSourceStreamReader):
         plugs = self._plugs()
         if partition.batch < self.data_batches:
             begin, end = self.bounds[partition.batch], self.bounds[partition.batch + 1]
-            table = plugs.between(begin, end)
-            table = pa.concat_tables([_good(table), heartbeat((plugs.start + end) * 1_000_000)])
+            beats = [heartbeat((plugs.start + end) * 1_000_000)]
+            last_end = last_window_end(plugs, self.duration, self.slide)
+            if partition.batch == self.data_batches - 1 and last_end - 1 < beats[0]["ts"][0].value:
+                # The last window_end's own heartbeat (in its last microsecond): a heartbeat at
+                # the span's end lies in no window that ends at or before it, and Spark's
+                # aggregates emit no window after the last window_end. With spans longer than
+                # a window, no earlier heartbeat lies in the last window either, and a chained
+                # operator (Q1's join of the loads with their window's maximum) never passes
+                # the last window_end on.
+                beats.insert(0, heartbeat(last_end - 1))
+            table = pa.concat_tables([_good(plugs.between(begin, end)), *beats])
         else:
             table = heartbeat(last_window_end(plugs, self.duration, self.slide)
                               + self.flush * 1_000_000)
@@ -117,7 +126,7 @@ class _GeneratorReader(DataSourceStreamReader):
 
 def last_window_end(plugs, duration: float, slide: float) -> int:
     """Microseconds of the last window_end of a finite stream: the first one at or after its
-    last event (DESIGN.md)."""
+    last event (docs/design.md, Semantics)."""
     last = plugs.events(plugs.index_at(duration) - 1, plugs.index_at(duration))
     last_us = last.column("ts").cast(pa.int64())[0].as_py()
     step = round(slide * 1_000_000)
@@ -145,7 +154,7 @@ def _good(table: pa.Table) -> pa.Table:
 
 class SmartPlugSource(DataSource):
     """``spark.readStream.format("tandem_smartplugs")`` with options rate, duration, span,
-    slide, flush, warmup, warmup_span, begin, steps (``tandem.workload.parse_steps``), seed,
+    slide, flush, warmup, warmup_span, begin, steps (``workload.smart_plugs.parse_steps``), seed,
     houses, households_per_house and plugs."""
 
     @classmethod
@@ -206,7 +215,7 @@ class _LandingReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.time_distance = float(options.get("time_distance", DEFAULT_TIME_DISTANCE))
         self.target: str | None = None  # the last file an availableNow query reads
         # Where a new query begins: after this file, at this high-water mark (µs), as another
-        # query over the directory had got there (Parallel Track, tandem/migration.py).
+        # query over the directory had got there (Parallel Track, runtime/migration.py).
         self.start_after = options.get("start_after", "")
         high_water = options.get("high_water", "")
         self.high_water = int(high_water) if high_water else None

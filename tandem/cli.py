@@ -22,7 +22,7 @@ from rich.tree import Tree
 from optimizer.errors import QueryError, TandemError
 from optimizer.logical import Node, Window
 from optimizer.migration import moved
-from tandem.explain import Explanation, explain
+from runtime.explain import Explanation, explain
 
 app = typer.Typer(help="Tandem: windowed SPJA continuous queries across Spark and DuckDB.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
@@ -116,8 +116,8 @@ def generate_command(
     from rich.progress import Progress
 
     from optimizer.catalog import FILE_FORMATS
-    from tandem.disorder import Disorder
-    from tandem.workload import SmartPlugs
+    from workload.disorder import Disorder
+    from workload.smart_plugs import SmartPlugs
 
     if file_format not in FILE_FORMATS:
         raise typer.BadParameter(f"give one of {', '.join(FILE_FORMATS)}", param_hint="--format")
@@ -161,10 +161,10 @@ def run_command(
     migrate_at: Annotated[list[str] | None, typer.Option(help="With --adaptive: migrate once the stream passes SECOND of event time, SECOND:PLACEMENT:ms|pt (300:duckdb:pt); repeat it for more.")] = None,
 ) -> None:
     """Optimise QUERY (unless --placement forces a plan), deploy it on Spark and DuckDB, run it."""
-    from tandem.migration import parse_migrate_at, run_adaptive
-    from tandem.run import by_rule, landing_format, run  # imports Spark: only to run
-    from tandem.settings import spark_log_path, store_path
-    from tandem.workload import parse_steps
+    from runtime.migration import parse_migrate_at, run_adaptive
+    from runtime.run import by_rule, landing_format, run  # imports Spark: only to run
+    from runtime.settings import spark_log_path, store_path
+    from workload.smart_plugs import parse_steps
 
     store = store or str(store_path())
     with user_errors(query):
@@ -265,8 +265,8 @@ def migrate_command(
     profile: Profile = None,
 ) -> None:
     """Ask the running `tandem run --adaptive` of QUERY to migrate its plan live."""
-    from tandem.migration import ask
-    from tandem.settings import store_path
+    from runtime.migration import ask
+    from runtime.settings import store_path
 
     store = store or str(store_path())
     with user_errors(query):
@@ -287,7 +287,7 @@ def verify_command(
     lateness: Lateness = None,
 ) -> None:
     """Run QUERY under many placements and compare every row with the reference evaluator."""
-    from tandem.verify import STATUSES, verify
+    from benchmarking.verify import STATUSES, verify
 
     def show(outcome) -> None:
         placed = ",".join(f"{op}={e[0]}" for op, e in outcome.placement.items())
@@ -318,9 +318,9 @@ def validate_command(
     """Validate with Great Expectations, as the micro-batch DAG does: the input suite over the
     landed files not validated yet (failing rows go to the quarantine), then the results suite
     over each QUERY's results. Exit code 1 when results fail their suite."""
-    from tandem import settings
-    from tandem.microbatch import microbatch_name
-    from tandem.validation import validate_landed, validate_results
+    from runtime import settings
+    from runtime.microbatch import microbatch_name
+    from runtime.validation import validate_landed, validate_results
 
     store = settings.store_path()
 
@@ -455,7 +455,7 @@ def calibrate_command(
     out: Annotated[Path, typer.Option(help="Where the profile goes (the default one of explain and run).")] = Path(".tandem/profile.toml"),
 ) -> None:
     """Measure the cost model's unit costs on this machine (about 4 minutes) and write a profile."""
-    from tandem.calibrate import calibrate
+    from benchmarking.calibrate import calibrate
 
     with steps("calibrating") as step, user_errors():
         result = calibrate(out, on_step=step)
@@ -484,7 +484,9 @@ def bench_command(
     lateness: Lateness = None,
 ) -> None:
     """Capacity against arrival rate of the optimiser's plan, pure-Spark, pure-DuckDB and others."""
-    from tandem import bench, bench_report, settings
+    from benchmarking import bench
+    from benchmarking import report as bench_report
+    from runtime import settings
 
     if report_of:
         data = json.loads(report_of.read_text())
@@ -532,8 +534,8 @@ def microbatch_command(
     lateness: Lateness = None,
 ) -> None:
     """Run QUERY over the files that landed since its last micro-batch run, then stop."""
-    from tandem import settings
-    from tandem.microbatch import run_microbatch
+    from runtime import settings
+    from runtime.microbatch import run_microbatch
     with console.status("reading the new files"), user_errors(query), \
             engine_output_to(settings.spark_log_path(settings.store_path())):
         summary = run_microbatch(query, landing or settings.landing_dir(),
@@ -542,7 +544,7 @@ def microbatch_command(
     if not summary.files:
         console.print(f"{summary.query}: no new files.")
         return
-    from tandem.run import by_rule
+    from runtime.run import by_rule
 
     console.print(f"{summary.query}: {len(summary.files)} files ({summary.files[0]} … "
                   f"{summary.files[-1]}), {summary.tuples:,} tuples, {summary.result_rows:,} "
@@ -558,8 +560,8 @@ def cleanup_command(
     """The nightly clean-up of the micro-batch runs' state (what tandem_nightly_cleanup runs)."""
     from datetime import timedelta
 
-    from tandem.cleanup import cleanup
-    from tandem.microbatch import SCHEDULED
+    from runtime.cleanup import cleanup
+    from runtime.microbatch import SCHEDULED
 
     with console.status("cleaning up"), user_errors():
         report = cleanup(list(SCHEDULED), retention=timedelta(days=retention_days),
@@ -577,7 +579,7 @@ def airflow_command(
     home: Annotated[Path, typer.Option(help="AIRFLOW_HOME: SQLite metadata and logs.")] = Path(".airflow"),
 ) -> None:
     """Start Airflow standalone with this repository's DAGs and plugin; Ctrl-C stops it."""
-    from tandem.airflow_server import USER, password, start, stop, wait_healthy
+    from airflow_tandem.server import USER, password, start, stop, wait_healthy
 
     home = home.resolve()
     process = start(home, port)

@@ -14,7 +14,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tandem.workload import SmartPlugs
+from workload.smart_plugs import SmartPlugs
 
 NOT_NULL = "expect_column_values_to_not_be_null"
 

@@ -9,14 +9,14 @@ from datetime import timedelta
 import polars as pl
 import pytest
 
+from benchmarking import reference
 from columnar.store import ColumnarStore, schema_name
 from optimizer import optimize
-from tandem import reference
-from tandem.cleanup import cleanup
-from tandem.microbatch import SCHEDULED, microbatch_name, run_microbatch
-from tandem.workload import SmartPlugs
+from runtime.cleanup import cleanup
+from runtime.microbatch import SCHEDULED, microbatch_name, run_microbatch
 from tests.conftest import QUERIES, query_sql
 from tests.test_reference import assert_same_rows
+from workload.smart_plugs import SmartPlugs
 
 pytestmark = pytest.mark.integration
 

@@ -14,8 +14,8 @@ import urllib.request
 
 import pytest
 
-from tandem.airflow_server import USER, password, start, stop, token, wait_healthy
-from tandem.validation import validate_landed
+from airflow_tandem.server import USER, password, start, stop, token, wait_healthy
+from runtime.validation import validate_landed
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.integration

@@ -11,14 +11,14 @@ from datetime import timedelta
 import polars as pl
 import pytest
 
+from benchmarking import reference
 from columnar.store import ColumnarStore
 from optimizer import optimize
-from tandem import reference
-from tandem.run import run
-from tandem.workload import SmartPlugs
+from runtime.run import run
 from tests.bad_input import plant, plant_csv, plant_parquet
 from tests.conftest import lost_and_duplicated, query_sql
 from tests.test_reference import assert_same_rows
+from workload.smart_plugs import SmartPlugs
 
 pytestmark = pytest.mark.integration
 

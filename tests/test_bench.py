@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from tandem.bench import (
+from benchmarking.bench import (
     CHOICE,
     DUCKDB,
     NO_FEASIBILITY,
@@ -93,7 +93,7 @@ def test_bench_json_gives_back_its_points():
 
 
 def test_the_report_gives_the_figures_of_bench_json_and_the_notes_beside_it(tmp_path):
-    from tandem.bench_report import write  # matplotlib: only this test needs it
+    from benchmarking.report import write  # matplotlib: only this test needs it
 
     points = [point(1000, 1500, 9000), point(2000, 1000, 8000)]
     out = tmp_path / "2026-01-01"
@@ -108,7 +108,7 @@ def test_the_report_gives_the_figures_of_bench_json_and_the_notes_beside_it(tmp_
 
 
 def test_a_sweep_keeps_the_peers_figures_and_its_report_shows_them(tmp_path):
-    from tandem.bench_report import write
+    from benchmarking.report import write
 
     flink = {"q1": {"max_rate": {"flink": [700.0, 800.0], "tandem": [145000.0, 159000.0]},
                     "ratio": {"tandem": 145000 / 700}},
@@ -128,8 +128,8 @@ def test_bisection_narrows_each_roles_max_rate_to_within_ten_percent(monkeypatch
     """The sweep over a doubling grid brackets each plan's capacity within 2x; bisection must
     bring pure-Spark, pure-DuckDB and the optimiser's plan within 10 % of it (here a fixed
     capacity per placement, so that the true maximum sustainable rate is known)."""
-    import tandem.bench as bench
-    from tandem.measure import Capacity
+    import benchmarking.bench as bench
+    from benchmarking.measure import Capacity
 
     def true_capacity(placement: dict) -> float:
         engines = set(placement.values())
@@ -157,7 +157,7 @@ def test_next_rate_brackets_a_peers_max_rate_within_ten_percent_in_few_runs():
     (Tandem's: rate / (0.4 s + rate / 500k)), or collapses past a limit (a job that fails), the
     search must stop with the true maximum rate between the largest rate kept up with and the
     smallest fallen behind at, within 10 % of each other, starting far from it."""
-    from tandem.bench import next_rate
+    from benchmarking.bench import next_rate
 
     systems = {"flat": lambda r: 1_450.0,
                "fixed cost": lambda r: r / (0.4 + r / 500_000),

@@ -8,8 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from optimizer.profile import load_profile
-from tandem.calibrate import (
+from benchmarking.calibrate import (
     Fitted,
     _aggregate,
     _join_rows,
@@ -19,6 +18,7 @@ from tandem.calibrate import (
     fit_overlap,
     write_profile,
 )
+from optimizer.profile import load_profile
 
 
 def test_nnls_keeps_coefficients_non_negative():

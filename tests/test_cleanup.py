@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from optimizer.tomlfile import read_toml
-from tandem import settings
-from tandem.cleanup import (
+from rowstream.landing import last_file_read
+from runtime import settings
+from runtime.cleanup import (
     CleanupReport,
     _changes,
     archive_landed,
@@ -19,9 +20,9 @@ from tandem.cleanup import (
     prune_checkpoint,
     refreshed_catalog,
 )
-from tandem.microbatch import last_file_read, pending_files
-from tandem.workload import SmartPlugs
+from runtime.microbatch import pending_files
 from tests.conftest import QUERIES
+from workload.smart_plugs import SmartPlugs
 
 
 def checkpoint_at(path, batches: dict[int, str], committed: int):

@@ -14,14 +14,14 @@ import duckdb
 import polars as pl
 import pytest
 
+from benchmarking import reference
+from benchmarking.cluster import local_cluster
 from optimizer import optimize
-from rowstream.cluster import local_cluster
-from tandem import reference
-from tandem.run import default_checkpoint
-from tandem.workload import SmartPlugs
+from runtime.run import default_checkpoint
 from tests.conftest import ROOT, query_sql
 from tests.test_reference import assert_same_rows
 from tests.test_run import results
+from workload.smart_plugs import SmartPlugs
 
 pytestmark = pytest.mark.integration
 

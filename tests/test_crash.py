@@ -14,13 +14,13 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from benchmarking.verify import SMALL
 from columnar.crash import POINTS, VARIABLE
 from columnar.store import ColumnarStore
-from tandem.disorder import Disorder
-from tandem.verify import SMALL
-from tandem.workload import SmartPlugs
 from tests.conftest import lost_and_duplicated
 from tests.test_reference import assert_same_rows
+from workload.disorder import Disorder
+from workload.smart_plugs import SmartPlugs
 
 pytestmark = pytest.mark.integration
 

@@ -1,6 +1,6 @@
 """The event-time disorder contract (rowstream/eventtime.py): the disordered stream's shape, the
 rule that marks rows late, and every placement of Q1, Q3, Q5 and Q6 over a disordered landing
-directory against the reference evaluator."""
+directory against the reference evaluator (one placement per class: tests/matrix.py)."""
 
 from __future__ import annotations
 
@@ -12,18 +12,19 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
+from benchmarking import reference
+from benchmarking.verify import SMALL
 from columnar.store import ColumnarStore
 from optimizer import optimize
 from optimizer.deployment import deploy
 from rowstream.eventtime import LATE, admit, watermark
 from rowstream.native import fits
-from tandem import reference
-from tandem.disorder import Disorder, out_of_order
-from tandem.explain import explain
-from tandem.verify import SMALL, placements
-from tandem.workload import SmartPlugs
+from runtime.explain import explain
 from tests.conftest import lost_and_duplicated, query_sql
+from tests.matrix import matrix, reduced
 from tests.test_reference import assert_same_rows, same_rows
+from workload.disorder import Disorder, out_of_order
+from workload.smart_plugs import SmartPlugs
 
 US = 1_000_000
 
@@ -80,11 +81,10 @@ def test_a_row_at_or_before_the_watermark_of_earlier_batches_is_late():
 RATE, DURATION, FILE_SECONDS = 5, 400, 50
 DISORDER = Disorder(tail=0.3)
 WHOLE, SHORT = 5.0, 1.0  # L above the largest delay (4.5 s), and below it
-CASES = [(q, ",".join(f"{op}={e}" for op, e in p.items()))
-         for q in ("q1", "q3", "q5", "q6") for p in placements(q, "8")]
+CASES = matrix(("q1", "q3", "q5", "q6"))
 # The native gateway serves plans whose Spark operators are stateless (rowstream/native.py).
-NATIVE_CASES = [(q, p) for q in ("q1", "q3", "q5", "q6") for p in ("duckdb", "auto")] + [
-    (q, "duckdb-partitioned") for q in ("q1", "q3", "q5")]  # judged in the executors
+NATIVE_CASES = reduced([(q, p) for q in ("q1", "q3", "q5", "q6") for p in ("duckdb", "auto")] + [
+    (q, "duckdb-partitioned") for q in ("q1", "q3", "q5")])  # judged in the executors
 
 
 def _landing(tmp_path_factory, file_format: str):
@@ -131,7 +131,7 @@ def assert_exact_over_disorder(tmp_path, landing, catalog, profile, reliability,
     """With L above the largest delay nothing is late and the rows are the reference's; with a
     smaller L every reading is processed or quarantined as late, and the rows are the
     reference's over the readings that were not late. The two runs share the Spark session."""
-    from tandem.run import run
+    from runtime.run import run
 
     def one(lateness: float):
         return lateness, run(name, placement=placement, source=str(landing), lateness=lateness,

@@ -14,13 +14,14 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
 import yaml
 
-from rowstream.cluster import Cluster, free_port
-from tandem.airflow_server import stop, token, wait_healthy
+from airflow_tandem.server import stop, token, wait_healthy
+from benchmarking.cluster import Cluster, free_port
 from tests.conftest import ROOT
 from tests.test_airflow_server import call
 
@@ -30,7 +31,9 @@ ENTRYPOINT = DOCKER / "entrypoint.sh"
 SECRET = "a-test-secret"
 AIRFLOW_SERVICES = ("airflow-apiserver", "airflow-scheduler", "airflow-dag-processor",
                     "airflow-triggerer")
-SHARED = ("/tandem/state", "/tandem/landing")  # what Spark's executors and drivers both reach
+SHARED = ("/tandem/state", "/tandem/landing")
+PACKAGES = ("optimizer", "workload", "columnar", "rowstream", "runtime", "benchmarking",
+            "airflow_tandem", "tandem")  # what Spark's executors and drivers both reach
 
 # docker-compose, PostgreSQL and Spark are programs of their own (``make test`` installs the
 # first two from Debian's packages).
@@ -87,8 +90,9 @@ def test_the_compose_file_names_what_the_code_reads(config):
     # The image holds every package pyproject installs, and what the services read beside them.
     dockerfile = (DOCKER / "Dockerfile").read_text()
     assert re.search(rf"^WORKDIR {IMAGE_ROOT}$", dockerfile, re.M)
-    packages = re.search(r'packages = \[(.*?)\]', (ROOT / "pyproject.toml").read_text())[1]
-    for folder in [*re.findall(r'"(\w+)"', packages), "queries", "dags", "plugins"]:
+    packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    assert set(packages) == set(PACKAGES)
+    for folder in [*packages, "queries", "dags", "plugins"]:
         assert re.search(rf"^COPY {folder} {folder}$", dockerfile, re.M), folder
 
 
@@ -100,12 +104,21 @@ def _mounts(service: dict) -> dict[str, str]:
 
 
 def _unread_by_the_code(variables: set[str]) -> set[str]:
-    """The variables among ``variables`` that no module of tandem/ or rowstream/ reads, by name
-    or through ``settings.setting``."""
-    code = "\n".join(p.read_text() for p in [*ROOT.glob("tandem/*.py"),
-                                              *ROOT.glob("rowstream/*.py")])
+    """The variables among ``variables`` that no module of the packages reads, by name or
+    through ``settings.setting``."""
+    code = "\n".join(p.read_text() for package in PACKAGES for p in ROOT.glob(f"{package}/*.py"))
     return {v for v in variables if v not in code
             and f'setting("{v.removeprefix("TANDEM_").lower()}"' not in code}
+
+
+def test_a_checkout_named_tandem_keeps_its_paths(monkeypatch, tmp_path):
+    # `git clone <url> tandem`: the checkout's own path holds /tandem/, which is also the
+    # prefix of the image's volumes; rewritten twice, the DAGs folder pointed nowhere.
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", Path("/home/someone/tandem"))
+    assert local_paths("/opt/tandem/dags", tmp_path) == "/home/someone/tandem/dags"
+    assert local_paths("/tandem/state", tmp_path) == f"{tmp_path}/state"
+    assert (local_paths("a:/opt/tandem/x:/tandem/landing", tmp_path)
+            == f"a:/home/someone/tandem/x:{tmp_path}/landing")
 
 
 # -- the entry point's roles on this machine --------------------------------------------------
@@ -153,6 +166,14 @@ def _image_environment() -> dict[str, str]:
     return dict(p.split("=", 1) for p in pairs)
 
 
+def local_paths(value: str, volumes: Path) -> str:
+    """The image's paths in ``value`` made local: the code's (``/opt/tandem/``) this checkout's,
+    the volumes' (``/tandem/``) directories of ``volumes``. One pass, so that a checkout whose
+    own path holds a ``/tandem/`` (a clone named tandem) is not rewritten again."""
+    return re.sub(f"{re.escape(IMAGE_ROOT)}/|/tandem/",
+                  lambda m: f"{ROOT}/" if m.group(0) != "/tandem/" else f"{volumes}/", value)
+
+
 class Here:
     """The compose services' environments and commands, rewritten for this machine: the
     services' host names become 127.0.0.1 with free ports, the volumes directories."""
@@ -167,7 +188,7 @@ class Here:
     def _local(self, value: str) -> str:
         for address, port in self.ports.items():
             value = value.replace(address, f"127.0.0.1:{port}")
-        return value.replace(f"{IMAGE_ROOT}/", f"{ROOT}/").replace("/tandem/", f"{self.directory}/")
+        return local_paths(value, self.directory)
 
     def environment(self, service: str) -> dict[str, str]:
         """The image's ENV, then the service's environment (compose's wins), made local."""

@@ -8,21 +8,21 @@ import duckdb
 import polars as pl
 import pytest
 
+from benchmarking import reference
 from optimizer import optimize
 from optimizer.keys import count_columns, result_keys
 from rowstream.expectations import results_suite
 from rowstream.landing import landed_files, read_landed
-from tandem import reference
-from tandem.validation import (
+from runtime.validation import (
     RESULTS_SUITE,
     first_failures,
     run_suite,
     validate_file,
     validate_landed,
 )
-from tandem.workload import SmartPlugs
 from tests.bad_input import plant
 from tests.conftest import query_sql
+from workload.smart_plugs import SmartPlugs
 
 TOPOLOGY = dict(houses=2, households_per_house=2, plugs=6)
 

@@ -16,16 +16,16 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from benchmarking import reference
+from benchmarking.verify import SMALL
 from columnar.crash import JVM, VARIABLE
 from columnar.store import ColumnarStore
 from optimizer import optimize
 from optimizer.errors import TandemError
-from tandem import reference
-from tandem.run import run
-from tandem.verify import SMALL
-from tandem.workload import SmartPlugs
+from runtime.run import run
 from tests.conftest import lost_and_duplicated, query_sql
 from tests.test_reference import assert_same_rows
+from workload.smart_plugs import SmartPlugs
 
 pytestmark = pytest.mark.integration
 

@@ -1,7 +1,7 @@
 """The DuckDB SQL of a DB-op computes the fragment's rows for every requested window_end.
 
 The inputs are filled by hand, as the MIG operator would fill them, and the expected rows are
-worked out by hand from the semantics of DESIGN.md."""
+worked out by hand from the semantics of docs/design.md."""
 
 from __future__ import annotations
 

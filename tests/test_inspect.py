@@ -10,7 +10,7 @@ import duckdb
 import pytest
 
 from columnar.inspect import Refused, explain_fragment, read_only_query
-from tandem.explain import explain
+from runtime.explain import explain
 
 
 @pytest.fixture

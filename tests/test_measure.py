@@ -8,14 +8,14 @@ from datetime import timedelta
 import polars as pl
 import pytest
 
+from benchmarking.measure import preload, preloadable
 from columnar.store import ColumnarStore
 from rowstream.mig import EPOCH
-from tandem.explain import explain
-from tandem.measure import preload, preloadable
-from tandem.run import run
-from tandem.workload import DEBS_START, SmartPlugs
+from runtime.explain import explain
+from runtime.run import run
 from tests.test_reference import assert_same_rows
 from tests.test_run import RATE, TOPOLOGY, results, truth  # noqa: F401 (a fixture)
+from workload.smart_plugs import DEBS_START, SmartPlugs
 
 pytestmark = pytest.mark.integration
 

@@ -36,11 +36,11 @@ from optimizer.observed import (
 )
 from rowstream.eventtime import EPOCH
 from rowstream.mig import STREAM
-from tandem.explain import explain
-from tandem.migration import PLAN_BATCHES, Request, moving_state_takeover, parse_migrate_at
-from tandem.workload import DEBS_START
+from runtime.explain import explain
+from runtime.migration import PLAN_BATCHES, Request, moving_state_takeover, parse_migrate_at
 from tests.conftest import query_sql
 from tests.test_cost import COUNT_BY_K, S_JOIN_T
+from workload.smart_plugs import DEBS_START
 
 SPARK_ONLY = "spark"
 HYBRID = "select_1=spark,aggregate_1=duckdb"

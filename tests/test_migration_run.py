@@ -14,17 +14,17 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from benchmarking import reference
 from columnar.crash import MIGRATION_POINTS, POINTS, VARIABLE
 from optimizer import optimize
-from tandem import reference
-from tandem.cleanup import cleanup
-from tandem.microbatch import run_microbatch
-from tandem.migration import PLAN_BATCHES, recorded_plans, run_adaptive
-from tandem.workload import SmartPlugs
+from runtime.cleanup import cleanup
+from runtime.microbatch import run_microbatch
+from runtime.migration import PLAN_BATCHES, recorded_plans, run_adaptive
 from tests.conftest import lost_and_duplicated, query_sql
 from tests.test_crash import land
 from tests.test_reference import assert_same_rows
 from tests.test_run import results
+from workload.smart_plugs import SmartPlugs
 
 pytestmark = pytest.mark.integration
 
@@ -104,7 +104,7 @@ def test_parallel_track_gives_the_reference_rows_and_output_all_along(tmp_path, 
 
 ROOT = Path(__file__).resolve().parents[1]
 # run_adaptive in a process of its own, which a crash point kills with its Spark.
-ADAPTIVE = "import json, sys; from tandem.migration import run_adaptive; " \
+ADAPTIVE = "import json, sys; from runtime.migration import run_adaptive; " \
            "run_adaptive(**json.loads(sys.argv[1]))"
 
 

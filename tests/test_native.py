@@ -17,7 +17,7 @@ from rowstream.eventtime import LATE
 from rowstream.landing import batch_files, read_landed
 from rowstream.native import BLOCK, CLEAN, FILE, HEADER, KIND, OTHER, admit_batch, fits
 from rowstream.sources import COLUMNS
-from tandem.explain import explain
+from runtime.explain import explain
 
 T0 = datetime(2013, 9, 1)
 
@@ -142,7 +142,7 @@ def test_directories_of_one_format_and_stateless_spark_parts_are_read_natively(t
 
 
 def test_a_run_reads_natively_where_it_fits_unless_told_otherwise(tmp_path):
-    from tandem.run import landing_gateway  # imports pyspark, starts no Spark
+    from runtime.run import landing_gateway  # imports pyspark, starts no Spark
 
     stateless = deploy(explain("q5", placement="duckdb").optimization.plan)
     stateful = deploy(explain("q5", placement="spark").optimization.plan)

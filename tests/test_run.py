@@ -8,15 +8,15 @@ import sys
 import polars as pl
 import pytest
 
+from benchmarking import reference
 from columnar.store import ColumnarStore
 from optimizer import optimize
 from optimizer.errors import TandemError
-from tandem import reference
-from tandem.run import run
-from tandem.verify import placements
-from tandem.workload import SmartPlugs
+from runtime.run import run
 from tests.conftest import ROOT, query_sql
+from tests.matrix import matrix
 from tests.test_reference import assert_same_rows
+from workload.smart_plugs import SmartPlugs
 
 pytestmark = pytest.mark.integration
 
@@ -45,11 +45,10 @@ def run_small(name, tmp_path, **kwargs):
                store=tmp_path / "tandem.duckdb", checkpoint=tmp_path / "checkpoint", **kwargs)
 
 
-# A sample of 8 placements that holds pure-Spark, pure-DuckDB and the optimiser's plan, over
-# the generator's finite stream. Q1, Q3, Q5 and Q6 run under 8 placements over a disordered
-# landing directory in tests/test_disorder.py.
-CASES = [(q, ",".join(f"{op}={e}" for op, e in p.items()))
-         for q in ("q2", "q4") for p in placements(q, "8")]
+# Of a sample of 8 placements that holds pure-Spark, pure-DuckDB and the optimiser's plan, one
+# of each class (tests/matrix.py), over the generator's finite stream. Q1, Q3, Q5 and Q6 run
+# over a disordered landing directory in tests/test_disorder.py.
+CASES = matrix(("q2", "q4"))
 
 
 @pytest.mark.parametrize("name, placement", CASES)

@@ -9,12 +9,12 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
+from benchmarking.verify import compare
 from columnar.fragment_sql import fragments
 from columnar.store import ColumnarStore, Progress
 from optimizer import optimize
-from tandem.verify import compare
-from tandem.workload import SmartPlugs
 from tests.conftest import query_sql
+from workload.smart_plugs import SmartPlugs
 
 pytestmark = pytest.mark.integration
 START = datetime(2013, 8, 31, 22, 0, 0)

@@ -7,7 +7,7 @@ from datetime import datetime
 
 import polars as pl
 
-from tandem.verify import compare, placements
+from benchmarking.verify import compare, placements
 
 END = datetime(2013, 9, 1)
 WANT = pl.DataFrame({"plug_id": [1, 2, 3], "window_end": [END] * 3, "avg": [1.0, 2.0, 3.0]})

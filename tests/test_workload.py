@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from rowstream.landing import read_landed
-from tandem.workload import SCHEMA, SmartPlugs, format_steps, parse_steps
+from workload.smart_plugs import SCHEMA, SmartPlugs, format_steps, parse_steps
 
 
 def test_debs_shape_at_the_original_rate():
@@ -32,7 +32,7 @@ def test_rate_and_order():
     rows = SmartPlugs(rate=12_500).between(0, 4)
     assert rows.num_rows == 50_000
     ts = rows.column("ts").cast(pa.int64()).to_numpy()
-    assert (ts[1:] >= ts[:-1]).all()  # non-decreasing ts, the base case of DESIGN.md
+    assert (ts[1:] >= ts[:-1]).all()  # non-decreasing ts, the base case of docs/design.md
 
 
 def test_batches_do_not_change_the_events():

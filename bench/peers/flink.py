@@ -16,12 +16,12 @@ here as the difference between two runs over the same stream, ``FILL`` + ``SHORT
 seconds_short). A rate is sustained when the capacity at it is at least the rate.
 
 Tandem's optimiser's plan at each rate is measured as ``tandem bench`` measures it (its
-capacity over FILL seconds of filled windows and SHORT measured seconds, ``tandem.measure``),
+capacity over FILL seconds of filled windows and SHORT measured seconds, ``benchmarking.measure``),
 three times: from the same CSV rows as Flink, read as Tandem reads them by default ("tandem",
 Spark's own text source, the native gateway) and by its Python source ("tandem-python"), and
 from Parquet files ("tandem-parquet", Spark's own Parquet source).
 For the queries given ``--from``, each system's maximum sustainable rate is searched to within
-10 % (``tandem.bench.next_rate``), one step of each system in turn, so that their ratios are
+10 % (``benchmarking.bench.next_rate``), one step of each system in turn, so that their ratios are
 measured in one run. Writes bench/results/flink.json and .md, and ``peers.flink.<query>`` in
 bench/results/bench.json, after every step; ``--resume`` goes on from them (a search at high
 rates outlasts a session).
@@ -41,13 +41,13 @@ from pathlib import Path
 
 import polars as pl
 
+from benchmarking import measure, reference
+from benchmarking.bench import next_rate, rates_bracket
+from benchmarking.verify import compare
 from optimizer.optimizer import placement_spec
 from rowstream.eventtime import EPOCH
-from tandem import measure, reference
-from tandem.bench import next_rate, rates_bracket
-from tandem.explain import explain
-from tandem.verify import compare
-from tandem.workload import SmartPlugs, debs_csv
+from runtime.explain import explain
+from workload.smart_plugs import SmartPlugs, debs_csv
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -181,7 +181,7 @@ def tandem_capacity(query: str, rate: float, profile: str | None, landed: str,
 def search(query: str, starts: dict[str, float], found: dict[str, list], log: Path,
            profile: str | None, on_step) -> None:
     """Narrow the maximum sustainable rate for ``query`` of each system in ``starts``
-    (``tandem.bench.next_rate``), one step of each in turn so that their ratio is measured in
+    (``benchmarking.bench.next_rate``), one step of each in turn so that their ratio is measured in
     one run; a system that has measurements in ``found`` (a run resumed) goes on from them."""
     def measure_at(system: str, rate: float) -> dict:
         if system == "flink":

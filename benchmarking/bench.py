@@ -1,5 +1,5 @@
 """`tandem bench`: capacity against arrival rate of the optimiser's plan and the others
-(Ji Sec. 6.4, Fig. 6.6-6.8), measured as DESIGN.md defines it.
+(Ji Sec. 6.4, Fig. 6.6-6.8), measured as docs/design.md defines it (Benchmarks).
 
 For every query and rate it measures, one after another on the same stream, the capacity of
 pure-Spark, pure-DuckDB (Spark stays the gateway), the optimiser's choice with and without the
@@ -22,11 +22,11 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
+from benchmarking.measure import Capacity, capacity, preloadable, warmup_stream
+from benchmarking.verify import placements
 from optimizer.logical import windows
 from optimizer.optimizer import placement_spec
-from tandem.explain import Explanation, explain
-from tandem.measure import Capacity, capacity, preloadable, warmup_stream
-from tandem.verify import placements
+from runtime.explain import Explanation, explain
 
 QUERIES = ("q1", "q2", "q3", "q4", "q5", "q6")
 RATES = (1_000, 2_000, 5_000, 10_000, 20_000, 40_000)

@@ -58,7 +58,7 @@ def start(home: Path, port: int = 8080, state: Path | None = None,
 def initialise(env: dict[str, str], out) -> None:
     """Airflow's metadata database brought up to date, and the pool of the tasks that open the
     DuckDB file: what ``start`` does first, and the ``airflow-init`` service of ``docker/``
-    (``python -m tandem.airflow_server init``) before the other Airflow services start."""
+    (``python -m airflow_tandem.server init``) before the other Airflow services start."""
     for command in (["db", "migrate"], ["pools", "set", DUCKDB_POOL, "1", POOL_DESCRIPTION]):
         done = subprocess.run([sys.executable, "-m", "airflow", *command], cwd=REPOSITORY,
                               env=env, stdout=out, stderr=subprocess.STDOUT)
@@ -117,7 +117,7 @@ def token(port: int, home: Path) -> str:
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["init"]:
-        sys.exit("usage: python -m tandem.airflow_server init")
+        sys.exit("usage: python -m airflow_tandem.server init")
     try:
         initialise(dict(os.environ), sys.stdout.buffer)
     except TandemError as err:

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from optimizer.catalog import FILE_FORMATS
+from workload.draws import uniform
 
 DEBS_START = 1377986400  # 2013-09-01 00:00 CEST (22:00 UTC the day before): where DEBS 2014 starts
 HOUSES = 40
@@ -48,27 +49,7 @@ PARQUET_SCHEMA = pa.schema([pa.field("ts", pa.timestamp("us", tz="UTC")) if f.na
 CSV_HEADER = ("id", "timestamp", "value", "property", "plug_id", "household_id", "house_id")
 
 if TYPE_CHECKING:
-    from tandem.disorder import Disorder
-
-_MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
-
-
-def _mix(x: np.ndarray) -> np.ndarray:
-    """splitmix64: a counter-based hash, so any event's random numbers can be drawn alone."""
-    with np.errstate(over="ignore"):
-        z = (x.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)) & _MASK
-        z = ((z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)) & _MASK
-        z = ((z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)) & _MASK
-        return z ^ (z >> np.uint64(31))
-
-
-def _uniform(seed: int, purpose: int, counter: np.ndarray) -> np.ndarray:
-    """Uniform [0, 1) numbers for (seed, purpose, counter)."""
-    with np.errstate(over="ignore"):
-        key = _mix(np.asarray(counter, dtype=np.uint64)
-                   ^ _mix(np.array([seed * 1_000_003 + purpose], dtype=np.uint64)))
-    return (key >> np.uint64(11)).astype(np.float64) * 2.0**-53
-
+    from workload.disorder import Disorder
 
 @dataclass(frozen=True)
 class SmartPlugs:
@@ -108,7 +89,7 @@ class SmartPlugs:
         """(house_id, household_id, plug_id) of every plug; plug ids count within a household."""
         households = self.houses * self.households_per_house
         # Every household has a plug; the others go where a hash sends them.
-        extra = (_uniform(self.seed, 1, np.arange(self.plugs - households)) * households).astype(int)
+        extra = (uniform(self.seed, 1, np.arange(self.plugs - households)) * households).astype(int)
         owner = np.concatenate([np.arange(households), extra])
         owner.sort(kind="stable")
         plug_id = np.zeros(self.plugs, dtype=np.int32)
@@ -121,8 +102,8 @@ class SmartPlugs:
     @cached_property
     def base_load(self) -> np.ndarray:
         """A log-normal base load per plug, median about 33 W."""
-        u = _uniform(self.seed, 2, np.arange(self.plugs)).clip(1e-12, 1 - 1e-12)
-        v = _uniform(self.seed, 3, np.arange(self.plugs)).clip(1e-12, 1 - 1e-12)
+        u = uniform(self.seed, 2, np.arange(self.plugs)).clip(1e-12, 1 - 1e-12)
+        v = uniform(self.seed, 3, np.arange(self.plugs)).clip(1e-12, 1 - 1e-12)
         normal = np.sqrt(-2 * np.log(u)) * np.cos(2 * math.pi * v)  # Box-Muller
         return np.exp(3.5 + 1.0 * normal)
 
@@ -144,13 +125,13 @@ class SmartPlugs:
         ts_us = self.start * 1_000_000 + offset_us
         seconds = (ts_us - self.start * 1_000_000) / 1e6
         segment = (seconds // SEGMENT_SECONDS).astype(np.int64)
-        state = _uniform(self.seed, 4, segment * self.plugs + plug)
-        burst = 2 + 3 * _uniform(self.seed, 5, segment * self.plugs + plug)
-        noise = 1 + 0.1 * (2 * _uniform(self.seed, 6, i) - 1)
+        state = uniform(self.seed, 4, segment * self.plugs + plug)
+        burst = 2 + 3 * uniform(self.seed, 5, segment * self.plugs + plug)
+        noise = 1 + 0.1 * (2 * uniform(self.seed, 6, i) - 1)
         base = self.base_load[plug]
         watts = np.where(state < P_OFF, 0.0,
                          np.where(state < P_OFF + P_BURST, base * burst, base * noise))
-        kwh = base * (seconds + 3600 * 24 * _uniform(self.seed, 7, plug)) / 3.6e6
+        kwh = base * (seconds + 3600 * 24 * uniform(self.seed, 7, plug)) / 3.6e6
         house, household, plug_id = self.topology
         return pa.table({
             "id": pa.array(i),
@@ -189,7 +170,7 @@ class SmartPlugs:
         event-time order, and modified in that order too (the order Spark's file source reads
         them in). CSV files are DEBS 2014's: timestamps are Unix seconds, with a fraction where
         the rate puts several readings of a plug in one second. Parquet files hold the stream's
-        columns, ``ts`` a UTC timestamp. With ``disorder`` (``tandem/disorder.py``) the files
+        columns, ``ts`` a UTC timestamp. With ``disorder`` (``workload/disorder.py``) the files
         are cut by arrival time instead and hold the readings in arrival order: a late reading
         lands in a file after the one its event time belongs to. The event time before ``begin``
         is not written."""

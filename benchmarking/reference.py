@@ -1,4 +1,4 @@
-"""The reference evaluator: DESIGN.md's semantics over a finite stream, in polars.
+"""The reference evaluator: the semantics of docs/design.md over a finite stream, in polars.
 
 It shares the logical plan with the engines (what to compute) but none of their evaluation
 code (how): tests and `tandem verify` compare every engine's rows with these.

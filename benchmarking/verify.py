@@ -12,15 +12,15 @@ from pathlib import Path
 
 import polars as pl
 
+from benchmarking import reference
 from columnar.store import ColumnarStore
 from optimizer.cost import PARTITIONED
 from optimizer.errors import TandemError
 from optimizer.optimizer import placement_spec
 from optimizer.phase_two import ENGINES, allowed_engines, valid
-from tandem import reference
-from tandem.explain import explain
-from tandem.run import run, scratch
-from tandem.workload import SmartPlugs
+from runtime.explain import explain
+from runtime.run import run, scratch
+from workload.smart_plugs import SmartPlugs
 
 # A small stream that fills and slides 5-minute windows: six plugs, each reporting every 4 s.
 SMALL = dict(houses=2, households_per_house=2, plugs=6)

@@ -10,7 +10,7 @@ from columnar.fragment_sql import Fragment, fragments
 from optimizer import Optimization, load_catalog, load_profile, optimize
 from optimizer.errors import TandemError
 from optimizer.logical import post_order
-from tandem import settings
+from runtime import settings
 
 MEMORY_UNITS = {"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
                 "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}

@@ -163,7 +163,7 @@ def validate_landed(directory: str | Path, store: str | Path, *, catalog: str | 
     their failing rows go to ``tandem_log.quarantine``, every outcome to
     ``tandem_log.validations``. The timestamps' range is the catalog's ``time_distance``."""
     from optimizer import load_catalog
-    from tandem import settings
+    from runtime import settings
 
     directory = Path(directory).resolve()
     if not directory.is_dir():
@@ -200,7 +200,7 @@ def validate_results(query: str, store: str | Path, *, name: str | None = None,
     from optimizer import load_catalog
     from optimizer.frontend import parse_query
     from optimizer.keys import count_columns, result_keys
-    from tandem import settings
+    from runtime import settings
 
     query_file = settings.query_path(query)
     root = parse_query(query_file.read_text(),

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarking.measure import capacity
 from columnar.fragment_sql import fragments
 from columnar.store import ColumnarStore
 from optimizer import load_catalog, load_profile, optimize
@@ -43,11 +44,10 @@ from optimizer.catalog import DEFAULT_TIME_DISTANCE
 from optimizer.profile import DEFAULT_PROFILE, Profile
 from rowstream.mig import EPOCH
 from rowstream.relations import utc_instants
-from tandem import settings
-from tandem.explain import Explanation
-from tandem.measure import capacity
-from tandem.run import scratch
-from tandem.workload import DEBS_START, SmartPlugs
+from runtime import settings
+from runtime.explain import Explanation
+from runtime.run import scratch
+from workload.smart_plugs import DEBS_START, SmartPlugs
 
 Key = tuple[str, str, str]  # (engine, function, coefficient)
 KEYS = "house_id, household_id, plug_id, window_end"

@@ -19,10 +19,10 @@ import tomli_w
 from columnar.store import ColumnarStore
 from optimizer.logical import windows
 from optimizer.tomlfile import read_toml
-from rowstream.landing import landed_files, read_landed
-from tandem import settings
-from tandem.explain import explain
-from tandem.microbatch import exclusive, last_file_read, live_checkpoints, microbatch_name
+from rowstream.landing import landed_files, last_file_read, read_landed
+from runtime import settings
+from runtime.explain import explain
+from runtime.microbatch import exclusive, live_checkpoints, microbatch_name
 
 ARCHIVE = "archive"  # subdirectory of the landing directory
 
@@ -233,7 +233,7 @@ def cleanup(queries: list[str], *, retention: timedelta = timedelta(days=1),
             columnar.close()
     query_checkpoints = []
     for query in queries:
-        # One lock for all the plans of a query's micro-batch runs (tandem.microbatch).
+        # One lock for all the plans of a query's micro-batch runs (runtime.microbatch).
         with exclusive(checkpoints / microbatch_name(query)):
             for checkpoint in (live_checkpoints(query, checkpoints, store) if store.is_file()
                                else [checkpoints / microbatch_name(query)]):

@@ -1,4 +1,4 @@
-"""Capacity of a deployed plan, as DESIGN.md defines it: tuples processed / wall seconds, with
+"""Capacity of a deployed plan, as docs/design.md defines it (Benchmarks): tuples processed / wall seconds, with
 the windows holding what they hold at the rate. `tandem calibrate` and `tandem bench` both
 measure this way.
 
@@ -29,9 +29,9 @@ from optimizer.deployment import deploy
 from optimizer.logical import stateless_rows
 from rowstream.mig import EPOCH, STREAM
 from rowstream.sources import WARMUP_SPAN
-from tandem.explain import Explanation
-from tandem.run import catalog_streams, default_lateness, run, scratch
-from tandem.workload import DEBS_START, SmartPlugs
+from runtime.explain import Explanation
+from runtime.run import catalog_streams, default_lateness, run, scratch
+from workload.smart_plugs import DEBS_START, SmartPlugs
 
 SETTLE = 2  # measured micro-batches dropped first: the query's first jobs compile and warm up
 STARTUP = 30.0  # wall seconds a query may take to start before the warm-up must keep pace
@@ -119,7 +119,7 @@ def capacity(plan: Explanation, rate: float, *, warmup: float, measure: float,
     micro-batches of ``span`` and count the measured ones after the first SETTLE. ``landed``:
     the stream arrives as files of that format in a landing directory, one per micro-batch,
     written before the clock starts (the path users run), read by ``gateway``
-    (``tandem.run.landing_gateway``); None: from the generator source.
+    (``runtime.run.landing_gateway``); None: from the generator source.
     ``stream``:
     the generator's first ``warmup`` seconds at ``rate`` (``warmup_stream``), if the caller has
     them already; ``spark_design``: how Spark evaluates a pure-Spark plan

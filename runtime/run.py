@@ -32,9 +32,9 @@ from rowstream.mig import EPOCH, BatchReport, Mig, Transfers
 from rowstream.native import fits, native_format, native_stream
 from rowstream.session import spark_session
 from rowstream.sources import generator_stream, landing_stream, last_window_end
-from tandem.explain import Explanation, explain
-from tandem.settings import spark_log_path, spark_master
-from tandem.workload import SmartPlugs, format_steps
+from runtime.explain import Explanation, explain
+from runtime.settings import spark_log_path, spark_master
+from workload.smart_plugs import SmartPlugs, format_steps
 
 _STARTING = threading.Lock()
 # A run fails when no micro-batch finishes for this long, seconds. The slowest batches measured
@@ -48,7 +48,7 @@ OWNER = "tandem-run.json"  # in a checkpoint: the store and run it belongs to
 @dataclass(frozen=True)
 class Takeover:
     """Where a plan that a run migrates to takes over from the one before it
-    (``tandem/migration.py``): it writes its run's results, numbers its batches from
+    (``runtime/migration.py``): it writes its run's results, numbers its batches from
     ``batch_base``, and evaluates the window_ends after ``floor``. It reads the generated stream
     from ``begin`` (seconds of event time), the open windows' part before ``replay_until`` in one
     micro-batch, whose rows rebuild its state (Zhu's recomputed states)."""
@@ -133,7 +133,7 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
     later than that goes to the quarantine (``rowstream/eventtime.py``). A run in which no
     micro-batch finishes for ``stall_timeout`` seconds stops with an error (``Watchdog``).
     ``gateway`` is how a landing directory is read (``landing_gateway``). ``steps``: the
-    generated stream's rate steps (``tandem.workload.SmartPlugs``). ``takeover``: this run is a
+    generated stream's rate steps (``workload.smart_plugs.SmartPlugs``). ``takeover``: this run is a
     plan that another one's run migrated to. ``last_end``: the last window_end it evaluates
     (a plan that Parallel Track replaces). ``on_start`` gets the MIG once the query runs."""
     if spark_design not in SPARK_DESIGNS and spark_design not in WHOLE_PLAN:

@@ -10,7 +10,7 @@ seconds. Sorting by arrival
 time gives the order in which readings land; files cut by arrival time then hold readings of
 earlier files' event time (late readings cross file boundaries).
 
-Every random number is a hash of (seed, purpose, run), as in ``tandem/workload.py``: the same
+Every random number is a hash of (seed, purpose, run), as in ``workload/smart_plugs.py``: the same
 readings arrive in the same order whatever is generated around them.
 """
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from tandem.workload import _uniform
+from workload.draws import uniform
 
 RUN_SECONDS = 0.005  # the readings of one slot of event time arrive together
 MAIN_DELAY = (0.02, 0.1)  # the bulk of the delays, seconds
@@ -42,9 +42,9 @@ class Disorder:
     def flush_delays(self, run: np.ndarray) -> np.ndarray:
         """How long after its end each run arrives, seconds (0 for a run that arrives in
         order)."""
-        delayed = _uniform(self.seed, _DELAYED, run) < self.delayed
-        in_tail = _uniform(self.seed, _TAIL, run) < self.tail
-        size = _uniform(self.seed, _SIZE, run)
+        delayed = uniform(self.seed, _DELAYED, run) < self.delayed
+        in_tail = uniform(self.seed, _TAIL, run) < self.tail
+        size = uniform(self.seed, _SIZE, run)
         low, high = MAIN_DELAY
         main = low + (high - low) * size
         # Skewed towards the short end of the tail: most long delays are well under the maximum.

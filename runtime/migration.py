@@ -1,7 +1,7 @@
 """Live migration of a running query from one plan to another (Zhu, Part II), and the adaptive
 run that re-optimises it from observed statistics (``tandem run --adaptive``).
 
-A run's successive plans are runs of their own (``tandem.run.run``), each with its Spark query and
+A run's successive plans are runs of their own (``runtime.run.run``), each with its Spark query and
 checkpoint: the first keeps its window state under the run's name, the n-th under
 ``<name>__plan<n>``, and all of them write the run's results table, the n-th numbering its batches
 from n·``PLAN_BATCHES``.
@@ -30,7 +30,7 @@ then, join the run's (docs/adaptive.md).
 
 Each plan is recorded (``tandem_log.adaptive_plans``: running, pausing, held, done) before it
 changes what it does, so that ``--resume`` continues a run stopped in the middle of a migration;
-``tandem.adoption`` records the micro-batch runs' plans alike.
+``runtime.adoption`` records the micro-batch runs' plans alike.
 """
 
 from __future__ import annotations
@@ -62,9 +62,9 @@ from optimizer.observed import (
 from optimizer.optimizer import placement_spec
 from rowstream.eventtime import EPOCH
 from rowstream.mig import STREAM, BatchReport, Mig, Transfers, layout
-from tandem.explain import Explanation, explain
-from tandem.run import RunSummary, Takeover, catalog_streams, default_lateness, run
-from tandem.workload import SmartPlugs
+from runtime.explain import Explanation, explain
+from runtime.run import RunSummary, Takeover, catalog_streams, default_lateness, run
+from workload.smart_plugs import SmartPlugs
 
 PLAN_BATCHES = 1_000_000_000  # the batch ids of a run's n-th plan start at n times this
 # Seconds to stop a plan's Spark query and start the next one's, for Moving State's cost
@@ -627,7 +627,7 @@ def live_numbers(history: dict[int, dict]) -> list[int]:
 
 
 def plan_entry(number: int, status: str, explanation: Explanation, **details) -> dict:
-    """A plan as a run records it (``_Adaptive._start``, ``tandem.adoption``)."""
+    """A plan as a run records it (``_Adaptive._start``, ``runtime.adoption``)."""
     optimization = explanation.optimization
     return {"number": number, "status": status,
             "placement": placement_spec(optimization.plan.placement),

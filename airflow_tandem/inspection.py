@@ -10,10 +10,10 @@ from pathlib import Path
 from columnar.inspect import explain_fragment
 from columnar.store import ColumnarStore, StoreBusy, schema_name
 from optimizer import load_catalog
-from tandem import settings
-from tandem.explain import explain
-from tandem.microbatch import microbatch_name
-from tandem.validation import VALIDATIONS
+from runtime import settings
+from runtime.explain import explain
+from runtime.microbatch import microbatch_name
+from runtime.validation import VALIDATIONS
 
 
 @dataclass
@@ -39,7 +39,7 @@ class Overview:
     db_ops: list[dict]  # id, members, sql, explain
     runs: list[dict]  # newest first
     runs_note: str = ""  # why there are none to show
-    migrations: list[dict] = field(default_factory=list)  # newest first (tandem/migration.py)
+    migrations: list[dict] = field(default_factory=list)  # newest first (runtime/migration.py)
     validations: list[dict] = field(default_factory=list)  # newest first (data_quality)
     quarantine: list[dict] = field(default_factory=list)  # rows per rule of the query's runs
 

@@ -1,7 +1,7 @@
 """Airflow operators: thin wrappers that call the library (optimise, run, micro-batch, validate,
 clean up) and return what it returns as JSON for XCom. DAG files in dags/ only declare.
 
-The library finds its state through ``tandem.settings`` (``TANDEM_STATE``, ``TANDEM_LANDING``),
+The library finds its state through ``runtime.settings`` (``TANDEM_STATE``, ``TANDEM_LANDING``),
 and the queries, catalog and profile relative to the working directory, which ``make airflow``
 sets to this repository."""
 
@@ -11,8 +11,8 @@ from datetime import timedelta
 
 from airflow.sdk import BaseOperator
 
-from tandem import settings
-from tandem.airflow_server import DUCKDB_POOL
+from airflow_tandem.server import DUCKDB_POOL
+from runtime import settings
 
 
 class StoreOperator(BaseOperator):
@@ -49,7 +49,7 @@ class OptimizeOperator(BaseOperator):
         self.query, self.placement, self.rate = query, placement, rate
 
     def execute(self, context) -> dict:
-        from tandem.explain import explain
+        from runtime.explain import explain
 
         return explain(self.query, rate=_number(self.rate), placement=self.placement).to_json()
 
@@ -73,9 +73,9 @@ class RunQueryOperator(StoreOperator):
         self.lateness, self.adaptive, self.steps = lateness, adaptive, steps
 
     def execute(self, context) -> dict:
-        from tandem.migration import run_adaptive
-        from tandem.run import run
-        from tandem.workload import parse_steps
+        from runtime.migration import run_adaptive
+        from runtime.run import run
+        from workload.smart_plugs import parse_steps
 
         placement = self.placement
         if self.plan_task_id:
@@ -100,7 +100,7 @@ class SummaryOperator(BaseOperator):
         self.run_task_id = run_task_id
 
     def execute(self, context) -> dict:
-        from tandem.run import describe
+        from runtime.run import describe
 
         summary = context["ti"].xcom_pull(task_ids=self.run_task_id)
         self.log.info("%s", describe(summary))
@@ -117,7 +117,7 @@ class MicroBatchOperator(StoreOperator):
         self.query, self.lateness = query, lateness
 
     def execute(self, context) -> dict:
-        from tandem.microbatch import run_microbatch
+        from runtime.microbatch import run_microbatch
 
         summary = run_microbatch(self.query, settings.landing_dir(),
                                  checkpoints=settings.checkpoints_dir(),
@@ -131,11 +131,11 @@ class MicroBatchOperator(StoreOperator):
 
 class ValidateLandingOperator(StoreOperator):
     """Great Expectations' input suite over the files that landed since the last validation,
-    before Spark reads them; failing rows go to the landing quarantine (``tandem.validation``).
+    before Spark reads them; failing rows go to the landing quarantine (``runtime.validation``).
     The task succeeds with bad rows quarantined: they are accounted for, not lost."""
 
     def execute(self, context) -> dict:
-        from tandem.validation import validate_landed
+        from runtime.validation import validate_landed
 
         report = validate_landed(settings.landing_dir(), settings.store_path())
         for f in report:
@@ -158,8 +158,8 @@ class ValidateOperator(StoreOperator):
         from airflow.sdk.exceptions import AirflowSkipException
 
         from optimizer.errors import TandemError
-        from tandem.microbatch import microbatch_name
-        from tandem.validation import MissingResults, validate_results
+        from runtime.microbatch import microbatch_name
+        from runtime.validation import MissingResults, validate_results
 
         name = microbatch_name(self.query) if self.microbatch else self.query
         try:
@@ -174,7 +174,7 @@ class ValidateOperator(StoreOperator):
 
 
 class CleanupOperator(StoreOperator):
-    """The nightly clean-up (``tandem.cleanup``); the report goes to XCom."""
+    """The nightly clean-up (``runtime.cleanup``); the report goes to XCom."""
 
     def __init__(self, *, queries: list[str], retention_days: float = 1.0, keep_batches: int = 10,
                  **kwargs):
@@ -182,7 +182,7 @@ class CleanupOperator(StoreOperator):
         self.queries, self.retention_days, self.keep_batches = queries, retention_days, keep_batches
 
     def execute(self, context) -> dict:
-        from tandem.cleanup import cleanup
+        from runtime.cleanup import cleanup
 
         report = cleanup(self.queries, retention=timedelta(days=self.retention_days),
                          keep_batches=self.keep_batches)

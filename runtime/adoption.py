@@ -1,5 +1,5 @@
 """A checkpointed run adopts the plan the nightly job logs (docs/adaptive.md): the micro-batch
-runs of ``tandem.microbatch`` migrate to it live, by Parallel Track over the scheduled runs that
+runs of ``runtime.microbatch`` migrate to it live, by Parallel Track over the scheduled runs that
 follow. Moving State would read the open windows' files again, some of them archived by then."""
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from optimizer.logical import windows
 from optimizer.migration import PT
 from optimizer.optimizer import placement_spec
 from rowstream.eventtime import EPOCH
+from rowstream.landing import last_file_read, last_offset
 from rowstream.mig import HIGH_WATER
-from tandem.explain import explain
-from tandem.microbatch import last_file_read, last_offset
-from tandem.migration import (
+from runtime.explain import explain
+from runtime.migration import (
     DONE,
     HELD,
     PLAN_BATCHES,
@@ -35,13 +35,13 @@ from tandem.migration import (
     save_plans,
     takeover_json,
 )
-from tandem.run import RunSummary, Takeover, landing_format, run
+from runtime.run import RunSummary, Takeover, landing_format, run
 
 
 def scheduled_run(query: str, name: str, landing: str | Path, checkpoints: Path,
                   store: str | Path, *, placement: str, catalog: str | None,
                   profile: str | None, lateness: float | None) -> RunSummary:
-    """One scheduled run of a checkpointed query (``tandem.microbatch``) over the files that
+    """One scheduled run of a checkpointed query (``runtime.microbatch``) over the files that
     landed since the last, and the adoption of the plan the nightly job logged as better, by
     Parallel Track over the runs that follow:
 
@@ -117,7 +117,7 @@ def _reached(store: str | Path, name: str, entry: dict) -> bool:
 def _adopt(query: str, name: str, history: dict[int, dict], current: dict, checkpoints: Path,
            store: str | Path, landing: str | Path, catalog: str | None, profile: str | None
            ) -> dict[int, dict] | None:
-    """Begin Parallel Track to the plan the nightly job logged last (``tandem.cleanup``), if it
+    """Begin Parallel Track to the plan the nightly job logged last (``runtime.cleanup``), if it
     is not the running one's: the history with both plans, or None."""
     columnar = ColumnarStore(store)
     try:

@@ -12,7 +12,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
-from tandem.bench import (  # noqa: E402
+from benchmarking.bench import (  # noqa: E402
     CHOICE,
     DUCKDB,
     NO_FEASIBILITY,
@@ -95,7 +95,7 @@ def write(points: list[Point], out_dir: Path, command: str, calibration: str,
     lines = [f"# Capacity against arrival rate: hybrid against pure plans ({time.strftime('%Y-%m-%d')})",
              "", f"Measured with `{command}` in {minutes:.0f} min on this 2-core machine, "
              f"profile: {calibration}. Capacity = tuples / wall seconds over the measured "
-             "1-second micro-batches (DESIGN.md), after the windows were filled with the "
+             "1-second micro-batches (docs/design.md, Benchmarks), after the windows were filled with the "
              "largest window's span of event time at the rate. **Bold**: the optimiser's "
              "choice; `< x`: the plan could not even warm up at the rate (an upper bound); "
              "`(x at r)`: not measured again, infeasible at the lower rate r already.", "",

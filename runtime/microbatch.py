@@ -11,14 +11,13 @@ on: an overlapping run waits and then finds only the files its predecessor left.
 from __future__ import annotations
 
 import fcntl
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from columnar.store import schema_name
-from rowstream.landing import batch_files, landed_files
+from rowstream.landing import landed_files, last_file_read
 
 SCHEDULED = ("q1", "q2")  # the correlated aggregations that tandem_microbatch keeps up to date
 
@@ -45,30 +44,6 @@ def microbatch_name(query: str) -> str:
     """The micro-batch runs' name for a query: their schema in the store and their checkpoint,
     apart from the bounded runs of the query (which start afresh each time)."""
     return f"{Path(query).stem}_microbatch"
-
-
-def last_file_read(checkpoint: str | Path) -> str:
-    """The last landing file of the checkpoint's last committed micro-batch ("" before any).
-    The Python source's offset names the last file; Spark's file source (the native gateway)
-    logs the files of each batch apart."""
-    offset = last_offset(checkpoint)
-    if offset is None:
-        return ""
-    if "after" in offset:
-        return offset["after"]
-    return max((path.name for path in batch_files(checkpoint, offset["logOffset"])), default="")
-
-
-def last_offset(checkpoint: str | Path) -> dict | None:
-    """The source's offset after the checkpoint's last committed micro-batch. Spark's offset log
-    (``offsets/<batch>``) is a version line, the batch's metadata and one JSON line per source;
-    ``commits/<batch>`` exists once the batch committed."""
-    checkpoint = Path(checkpoint)
-    committed = [int(p.name) for p in (checkpoint / "commits").glob("[0-9]*")]
-    if not committed:
-        return None
-    lines = (checkpoint / "offsets" / str(max(committed))).read_text().splitlines()
-    return json.loads(lines[2])
 
 
 def pending_files(landing: str | Path, checkpoint: str | Path) -> list[str]:
@@ -98,7 +73,7 @@ def run_microbatch(query: str, landing: str | Path, *, checkpoints: str | Path,
 
     The first run's placement is pinned for its checkpoint (``<checkpoint>.placement``): Spark's
     state and DuckDB's window tables are those of that plan. A plan the nightly clean-up finds
-    better is adopted by Parallel Track over the runs that follow (``tandem.adoption``): each
+    better is adopted by Parallel Track over the runs that follow (``runtime.adoption``): each
     plan has a checkpoint of its own."""
     name = microbatch_name(query)
     checkpoints = Path(checkpoints)
@@ -110,7 +85,7 @@ def run_microbatch(query: str, landing: str | Path, *, checkpoints: str | Path,
         files = pending_files(landing, oldest)
         if not files:
             return MicroBatchSummary(name, [], results_table=f"{schema_name(name)}.results")
-        from tandem.adoption import scheduled_run  # imports Spark: only to read something
+        from runtime.adoption import scheduled_run  # imports Spark: only to read something
 
         if pinned.is_file() and (checkpoints / name).is_dir():
             placement = pinned.read_text().strip()
@@ -129,7 +104,7 @@ def live_checkpoints(query: str, checkpoints: str | Path, store: str | Path) -> 
     """The checkpoints of the plans that the micro-batch runs of ``query`` still run, oldest
     first: the first plan's, or those that Parallel Track runs side by side, or the plan it
     adopted."""
-    from tandem.migration import live_plans
+    from runtime.migration import live_plans
 
     name = microbatch_name(query)
     return [Path(checkpoints) / plan for plan in live_plans(store, name) or [name]]
