@@ -83,10 +83,8 @@ def recent_runs(names: list[str], store: Path, limit: int = 10,
         columnar = ColumnarStore(store, read_only=True)
     except StoreBusy:
         return [], "the store is busy: a run is writing to it; reload when it has ended"
-    try:
+    with columnar:
         runs = [run for name in names for run in columnar.recent(log, name, limit)]
-    finally:
-        columnar.close()
     runs.sort(key=lambda r: r["logged_at"], reverse=True)
     return runs[:limit], "" if runs else "no runs yet"
 
@@ -102,7 +100,7 @@ def data_quality(names: list[str], store: Path, limit: int = 12) -> tuple[list[d
     except StoreBusy:
         return [], []
     tables = [f"{schema_name(n)}.results" for n in names]
-    try:
+    with columnar:
         validations = columnar.query(
             "SELECT max(validated_at) AS validated_at, suite, target, max(checked) AS rows, "
             "string_agg(CASE WHEN NOT success THEN expectation || ': ' || unexpected END, '; ' "
@@ -114,8 +112,6 @@ def data_quality(names: list[str], store: Path, limit: int = 12) -> tuple[list[d
                       for row in columnar.query(
                           f"SELECT '{n}' AS runs, rule, count(*) AS rows FROM "
                           f"{schema_name(n)}.quarantine GROUP BY rule ORDER BY rows DESC")]
-    finally:
-        columnar.close()
     for v in validations:
         v["target"] = Path(v["target"]).name if v["suite"] == "tandem_input" else v["target"]
     return validations, quarantine

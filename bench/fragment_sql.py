@@ -66,8 +66,8 @@ def profile(store: ColumnarStore, query: str, sql: str) -> str:
 def measure(query: str, rate: float, repeats: int, batch: float, show: bool) -> list[dict]:
     plan = explain(query, rate=rate)
     rows = []
-    with tempfile.TemporaryDirectory(prefix="tandem-fragments-") as tmp:
-        store = ColumnarStore(Path(tmp) / "f.duckdb")
+    with (tempfile.TemporaryDirectory(prefix="tandem-fragments-") as tmp,
+          ColumnarStore(Path(tmp) / "f.duckdb") as store):
         preload(store, plan, warmup_stream(rate, WARMUP), WARMUP)
         last = EPOCH + timedelta(seconds=DEBS_START + WARMUP)
         slide = plan.optimization.plan.logical.root.slide
@@ -104,7 +104,6 @@ def measure(query: str, rate: float, repeats: int, batch: float, show: bool) -> 
             if show:
                 for name, sql in (("generated", fragment.sql), ("handwritten", handwritten)):
                     print(f"--- {name}\n{profile(store, query, sql)}")
-        store.close()
     return rows
 
 

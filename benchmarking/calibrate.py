@@ -206,16 +206,15 @@ def _gateway(spark, rate: float, seconds: int, file_format: str = "parquet") -> 
     with scratch("tandem-calibrate-") as tmp:
         landing = Path(tmp) / "landing"
         SmartPlugs(rate=rate).write_files(landing, seconds + 1, 1.0, file_format=file_format)
-        store = ColumnarStore(Path(tmp) / "c.duckdb")
-        store.create("calibrate", fresh=True)
-        query = (native_stream(spark, str(landing)).writeStream.foreachBatch(each)
-                 .trigger(availableNow=True)
-                 .option("checkpointLocation", str(Path(tmp) / "checkpoint")).start())
-        try:
-            query.awaitTermination()
-        finally:
-            query.stop()
-            store.close()
+        with ColumnarStore(Path(tmp) / "c.duckdb") as store:
+            store.create("calibrate", fresh=True)
+            query = (native_stream(spark, str(landing)).writeStream.foreachBatch(each)
+                     .trigger(availableNow=True)
+                     .option("checkpointLocation", str(Path(tmp) / "checkpoint")).start())
+            try:
+                query.awaitTermination()
+            finally:
+                query.stop()
     return rows[1:]  # the first batch compiles the jobs
 
 
@@ -346,8 +345,7 @@ def _duckdb(model: _Model) -> dict[tuple[str, str], Fitted]:
         ("lists", ["per_window_tuple"], [(_join_rows(s), s) for s in (size, 300)]),
     ]
     fits = {}
-    with scratch("tandem-calibrate-") as tmp:
-        store = ColumnarStore(Path(tmp) / "d.duckdb")
+    with scratch("tandem-calibrate-") as tmp, ColumnarStore(Path(tmp) / "d.duckdb") as store:
         loaded: set[tuple[str, str]] = set()  # (schema, table): every query reads the window
 
         def evaluation(sql: str, rate: float, window: int) -> float:
@@ -373,7 +371,6 @@ def _duckdb(model: _Model) -> dict[tuple[str, str], Fitted]:
             rows = [(evaluation(q, r, w), lambda v, q=q, r=r: model.db_evaluation(q, r, v))
                     for q, w in queries for r in rates]
             fits["duckdb", function] = model.fit(("duckdb", function), names, rows)
-        store.close()
     # Inserting result rows into the results table: per tuple, from the transfer's insert.
     fits["duckdb", "sink"] = _set(model, "duckdb", "sink", 0.0, 0, per_tuple=_insert_cost())
     return fits
@@ -404,11 +401,10 @@ def _pane_upkeep(model: _Model, store: ColumnarStore, rates) -> Fitted:
 
 def _insert_cost() -> float:
     table = SmartPlugs(rate=200_000).between(0, 1)
-    store = ColumnarStore(":memory:")
-    store.create("calibrate")
-    store.append("calibrate", "sink", table, 0)  # creates the table
-    took = min(_time(lambda: store.append("calibrate", "sink", table, 1)) for _ in range(3))
-    store.close()
+    with ColumnarStore(":memory:") as store:
+        store.create("calibrate")
+        store.append("calibrate", "sink", table, 0)  # creates the table
+        took = min(_time(lambda: store.append("calibrate", "sink", table, 1)) for _ in range(3))
     return took / table.num_rows
 
 

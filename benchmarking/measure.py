@@ -143,10 +143,9 @@ def capacity(plan: Explanation, rate: float, *, warmup: float, measure: float,
     with scratch("tandem-measure-") as tmp:
         store_path = Path(tmp) / "m.duckdb"
         if loaded:
-            store = ColumnarStore(store_path)
-            preload(store, plan, stream if stream is not None else warmup_stream(rate, warmup),
-                    warmup, lateness)
-            store.close()
+            with ColumnarStore(store_path) as store:
+                preload(store, plan, stream if stream is not None else warmup_stream(rate, warmup),
+                        warmup, lateness)
         source = "generator"
         if landed:
             source = str(land(Path(tmp) / "landing", rate, warmup, measure, span, landed,

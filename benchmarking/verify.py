@@ -86,9 +86,8 @@ def verify(query: str, how: str = "all", *, rate: float = 3.0, duration: float =
             except TandemError as err:
                 outcome = Outcome(placement, "failed", 0, str(err))
             else:
-                store = ColumnarStore(Path(tmp) / "verify.duckdb")
-                got = pl.from_arrow(store.results(plan.query.stem)).select(root.columns)
-                store.close()
+                with ColumnarStore(Path(tmp) / "verify.duckdb") as store:
+                    got = pl.from_arrow(store.results(plan.query.stem)).select(root.columns)
                 outcome = compare(placement, got, truth.result(root))
         if on_outcome:
             on_outcome(outcome)

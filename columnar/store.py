@@ -81,9 +81,16 @@ class ColumnarStore:
     def close(self) -> None:
         """Close the connection and let it go: a foreachBatch callable that Py4J keeps until
         exit may still hold this store, and DuckDB's bindings report every connection object
-        alive at exit as leaked."""
-        self.con.close()
-        self.con = None
+        alive at exit as leaked. Closing twice is harmless."""
+        if self.con is not None:
+            self.con.close()
+            self.con = None
+
+    def __enter__(self) -> ColumnarStore:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def cursor(self) -> ColumnarStore:
         """A handle on the same database for another thread: a DuckDB connection serves one

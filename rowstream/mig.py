@@ -339,12 +339,9 @@ class Mig:
         (``runtime/migration.py``). Returns the rows released."""
         with self._releasing:
             # Its run may have ended (the stream did) and closed its connection.
-            store = (self.store.cursor() if self.store.con is not None
-                     else ColumnarStore(self.store.path))
-            try:
+            with (self.store.cursor() if self.store.con is not None
+                  else ColumnarStore(self.store.path)) as store:
                 released = store.move_results(self.query, results)
-            finally:
-                store.close()
             self.results = results
         return released
 

@@ -125,8 +125,7 @@ def _partition_runner(op: PartitionedOp, batch_id: int, ends: list[datetime], ap
 
     def run(key: tuple, rows: pa.Table) -> pa.Table:
         part, tuples, size, encoded = key[0].as_py(), 0, 0, None
-        store = _open(Path(op.directory) / f"{part}.duckdb")
-        try:
+        with _open(Path(op.directory) / f"{part}.duckdb") as store:
             store.create(op.query)
             if append:
                 for rid, table in op.crossings.items():
@@ -141,8 +140,6 @@ def _partition_runner(op: PartitionedOp, batch_id: int, ends: list[datetime], ap
                 with pa.ipc.new_stream(sink, result.schema) as writer:
                     writer.write_table(result)
                 encoded = sink.getvalue().to_pybytes()
-        finally:
-            store.close()
         return pa.table({PART: pa.array([part], pa.int32()),
                          "rows": pa.array([encoded], pa.binary()),
                          "tuples": pa.array([tuples], pa.int64()),

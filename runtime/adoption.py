@@ -106,11 +106,8 @@ def _run_entry(query: str, name: str, entry: dict, checkpoints: Path, common: di
 
 def _reached(store: str | Path, name: str, entry: dict) -> bool:
     """Whether a plan that Parallel Track replaces has evaluated its last window_end."""
-    columnar = ColumnarStore(store)
-    try:
+    with ColumnarStore(store) as columnar:
         done = columnar.progress(plan_name(name, entry["number"]), before=2**62).last_end
-    finally:
-        columnar.close()
     return done is not None and done >= datetime.fromisoformat(entry["last_end"])
 
 
@@ -119,13 +116,10 @@ def _adopt(query: str, name: str, history: dict[int, dict], current: dict, check
            ) -> dict[int, dict] | None:
     """Begin Parallel Track to the plan the nightly job logged last (``runtime.cleanup``), if it
     is not the running one's: the history with both plans, or None."""
-    columnar = ColumnarStore(store)
-    try:
+    with ColumnarStore(store) as columnar:
         logged = columnar.recent("plans", Path(query).stem, 1)
         own = plan_name(name, current["number"])
         progress = columnar.progress(own, before=2**62)
-    finally:
-        columnar.close()
     if not logged:
         return None
     better = json.loads(logged[0]["placement"])

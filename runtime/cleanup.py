@@ -223,14 +223,11 @@ def cleanup(queries: list[str], *, retention: timedelta = timedelta(days=1),
     if store.is_file():
         longest = max(w.size for q in queries
                       for w in windows(explain(q).optimization.logical.root))
-        columnar = ColumnarStore(store)
-        try:
+        with ColumnarStore(store) as columnar:
             report.store_bytes_before = used_bytes(columnar)
             purge_store(columnar, retention, timedelta(seconds=longest), keep_batches, report)
             compact(columnar)
             report.store_bytes_after = used_bytes(columnar)
-        finally:
-            columnar.close()
     query_checkpoints = []
     for query in queries:
         # One lock for all the plans of a query's micro-batch runs (runtime.microbatch).
@@ -252,9 +249,6 @@ def cleanup(queries: list[str], *, retention: timedelta = timedelta(days=1),
             refreshed[settings.REFRESHED_FROM] = str(raw.get(settings.REFRESHED_FROM)
                                                      or base.resolve())
             observed.write_text(tomli_w.dumps(refreshed))
-            columnar = ColumnarStore(store)
-            try:
+            with ColumnarStore(store) as columnar:
                 reoptimise(queries, observed, report.statistics, columnar, report)
-            finally:
-                columnar.close()
     return report

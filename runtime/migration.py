@@ -642,11 +642,8 @@ def save_plans(store: str | Path, name: str, history: dict[int, dict]) -> None:
         {"target": name, "number": n, "status": entry["status"], "plan": json.dumps(entry),
          "logged_at": datetime.now(UTC).replace(tzinfo=None)}
         for n, entry in sorted(history.items())])
-    columnar = ColumnarStore(store)
-    try:
+    with ColumnarStore(store) as columnar:
         columnar.replace_logged(PLANS_LOG, name, rows)
-    finally:
-        columnar.close()
 
 
 def moving_state_takeover(store: str | Path, name: str, number: int, old: Explanation,
@@ -656,15 +653,12 @@ def moving_state_takeover(store: str | Path, name: str, number: int, old: Explan
     """Steps 2-4 of Moving State (module docstring), once the old plan has stopped: what the new
     plan takes over and which event time it reads again."""
     previous = plan_name(name, number - 1)
-    columnar = ColumnarStore(store)
-    try:
+    with ColumnarStore(store) as columnar:
         progress = columnar.progress(previous, before=number * PLAN_BATCHES)
         # A plan whose root runs in Spark emits each window whole, as Spark completes it,
         # before any punctuation reaches the MIG: its last result is evaluated too.
         emitted = columnar.last_result_end(name, range((number - 1) * PLAN_BATCHES,
                                                        number * PLAN_BATCHES))
-    finally:
-        columnar.close()
     floor = max((e for e in (progress.last_end, emitted) if e is not None), default=None)
     logical = new.optimization.logical
     slide = logical.root.slide
@@ -694,14 +688,11 @@ def moving_state_takeover(store: str | Path, name: str, number: int, old: Explan
 
 def recorded_plans(store: str | Path, name: str) -> dict[int, dict]:
     """The plans the adaptive run ``name`` recorded, by number (``_Adaptive._save``)."""
-    columnar = ColumnarStore(store)
-    try:
+    with ColumnarStore(store) as columnar:
         if not columnar.logged(PLANS_LOG):
             return {}
         rows = columnar.query(f"SELECT number, plan FROM {LOG_SCHEMA}.{PLANS_LOG} "
                               "WHERE target = ?", [name])
-    finally:
-        columnar.close()
     return {row["number"]: json.loads(row["plan"]) for row in rows}
 
 
@@ -735,11 +726,8 @@ def restored_migration(recorded: dict) -> Migration:
 
 def release_held(store: str | Path, held: str, name: str) -> None:
     """Release a held plan's results into the run's (``Mig.release``, for a plan not running)."""
-    columnar = ColumnarStore(store)
-    try:
+    with ColumnarStore(store) as columnar:
         columnar.move_results(held, name)
-    finally:
-        columnar.close()
 
 
 def _tables(stored: tuple) -> list[str]:
@@ -757,28 +745,22 @@ def _spark_state(explanation: Explanation) -> bool:
 
 def _forget_plans(store: str | Path, name: str) -> None:
     """Drop the schemas of an earlier run's later plans: a fresh run starts with one plan."""
-    columnar = ColumnarStore(store)
-    try:
+    with ColumnarStore(store) as columnar:
         prefix = schema_name(plan_name(name, 1)).removesuffix("1")
         for (schema,) in columnar.con.execute(
                 "SELECT schema_name FROM duckdb_schemas() WHERE starts_with(schema_name, ?)",
                 [prefix]).fetchall():
             columnar.con.execute(f"DROP SCHEMA {schema} CASCADE")
-    finally:
-        columnar.close()
 
 
 def record_migration(store: str | Path, name: str, migration: Migration) -> None:
     """Log a migration for the Tandem page (``tandem_log.migrations``)."""
-    columnar = ColumnarStore(store)
-    try:
+    with ColumnarStore(store) as columnar:
         # Every value typed, whatever the first row holds: the log's columns are its types.
         row = {k: float("nan") if v is None else v for k, v in migration.to_json().items()}
         columnar.record("migrations", {
             "query": name, "logged_at": datetime.now(UTC).replace(tzinfo=None), **row,
             "floor": row["floor"] if migration.floor else "", "taken": json.dumps(list(migration.taken))})
-    finally:
-        columnar.close()
 
 
 __all__ = ["run_adaptive", "ask", "AdaptiveSummary", "Migration", "Request", "plan_name",

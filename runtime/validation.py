@@ -172,8 +172,7 @@ def validate_landed(directory: str | Path, store: str | Path, *, catalog: str | 
     streams = load_catalog(settings.catalog_path(settings.REPOSITORY_QUERIES / "q1.sql",
                                                  catalog)).streams.values()
     time_distance = min(s.time_distance for s in streams)
-    columnar = ColumnarStore(store)
-    try:
+    with ColumnarStore(store) as columnar:
         done = set() if again else columnar.logged_targets(VALIDATIONS, INPUT_SUITE)
         files = [directory / f for f in landed_files(directory)
                  if str(directory / f) not in done]
@@ -189,8 +188,6 @@ def validate_landed(directory: str | Path, store: str | Path, *, catalog: str | 
             if on_file:
                 on_file(report[-1])
         return report
-    finally:
-        columnar.close()
 
 
 def validate_results(query: str, store: str | Path, *, name: str | None = None,
@@ -210,15 +207,12 @@ def validate_results(query: str, store: str | Path, *, name: str | None = None,
     table = f"{schema_name(name)}.results"
     if not Path(store).is_file():
         raise MissingResults(f"no DuckDB file at {store}: run {name} first")
-    columnar = ColumnarStore(store)
-    try:
+    with ColumnarStore(store) as columnar:
         if not columnar.has_results(name):
             raise MissingResults(f"{table} not found in {store}: run {name} first")
         rows = pl.from_arrow(columnar.results(name))
         outcomes = run_suite(RESULTS_SUITE, suite, rows)
         _log(columnar, RESULTS_SUITE, table, outcomes)
-    finally:
-        columnar.close()
     return ResultsValidation(table, rows.height, [f"{len(o.failed):,} rows fail {o.rule}"
                                                   for o in outcomes if not o.success])
 

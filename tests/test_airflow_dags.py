@@ -49,11 +49,8 @@ def reference_rows(stream: pl.DataFrame, query: str, catalog, profile, files: in
 
 
 def results(store, query: str) -> pl.DataFrame:
-    columnar = ColumnarStore(store)
-    try:
+    with ColumnarStore(store) as columnar:
         return pl.from_arrow(columnar.results(microbatch_name(query)))
-    finally:
-        columnar.close()
 
 
 def test_the_dags_import_without_errors(dags):
@@ -113,13 +110,10 @@ def test_tandem_microbatch_over_two_landed_files_gives_the_reference_rows(
         root, want = reference_rows(stream, query, catalog, profile, files=2)
         assert_same_rows(results(state / "tandem.duckdb", query).select(root.columns), want)
     # ... and the results after each run: every expectation of the results suite held.
-    columnar = ColumnarStore(state / "tandem.duckdb", read_only=True)
-    try:
+    with ColumnarStore(state / "tandem.duckdb", read_only=True) as columnar:
         verdicts = columnar.query("SELECT target, bool_and(success) AS passed, count(*) AS n "
                                   "FROM tandem_log.validations WHERE suite = 'tandem_results' "
                                   "GROUP BY target ORDER BY target")
-    finally:
-        columnar.close()
     assert [(v["target"], v["passed"]) for v in verdicts] == [
         (f"{schema_name(microbatch_name(q))}.results", True) for q in sorted(SCHEDULED)]
 

@@ -72,15 +72,12 @@ def assert_quarantined_and_exact(tmp_path, planted, catalog, profile, reliabilit
     landing, expected = planted
     summary = run(name, placement=placement, source=str(landing), lateness=LATENESS,
                   store=tmp_path / "tandem.duckdb", checkpoint=tmp_path / "checkpoint")
-    store = ColumnarStore(tmp_path / "tandem.duckdb")
-    try:
+    with ColumnarStore(tmp_path / "tandem.duckdb") as store:
         got = pl.from_arrow(store.results(name))
         quarantined = dict(store.con.sql(
             f"SELECT origin, rule FROM q_{name}.quarantine").fetchall())
         reasons = dict(store.con.sql(f"SELECT rule, any_value(reason) FROM q_{name}.quarantine "
                                      "GROUP BY rule").fetchall())
-    finally:
-        store.close()
     assert summary.gateway == gateway
     assert summary.tuples + summary.quarantined == expected.rows_read
     assert summary.tuples == expected.good.height

@@ -44,14 +44,11 @@ def tandem(*args: str, crash: str | None = None, state: Path | None = None):
 
 def contents(store: Path, schema: str) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The results (without the batch that wrote them) and the quarantine's origins, sorted."""
-    columnar = ColumnarStore(store, read_only=True)
-    try:
+    with ColumnarStore(store, read_only=True) as columnar:
         results = pl.from_arrow(columnar.con.sql(
             f"SELECT * EXCLUDE (batch_id) FROM {schema}.results").to_arrow_table())
         quarantine = pl.from_arrow(columnar.con.sql(
             f"SELECT origin, rule FROM {schema}.quarantine").to_arrow_table())
-    finally:
-        columnar.close()
     return results.sort(results.columns), quarantine.sort(quarantine.columns)
 
 
@@ -151,12 +148,9 @@ def microbatches(landing: list[Path], state: Path, crash: str | None = None):
 
 
 def last_batch(state: Path) -> int:
-    columnar = ColumnarStore(state / "tandem.duckdb", read_only=True)
-    try:
+    with ColumnarStore(state / "tandem.duckdb", read_only=True) as columnar:
         return columnar.con.sql("SELECT max(batch_id) FROM q_q5_microbatch.progress"
                                 ).fetchall()[0][0]
-    finally:
-        columnar.close()
 
 
 @pytest.mark.parametrize("point", ["file-read", "duckdb-write"])

@@ -144,15 +144,12 @@ def assert_exact_over_disorder(tmp_path, landing, catalog, profile, reliability,
     root = optimize(query_sql(name), catalog, profile).logical.root
     for lateness, summary in summaries.items():
         assert summary.gateway == gateway
-        store = ColumnarStore(tmp_path / f"{lateness}.duckdb")
-        try:
+        with ColumnarStore(tmp_path / f"{lateness}.duckdb") as store:
             got = pl.from_arrow(store.results(name))
             late = pl.from_arrow(store.con.sql(
                 f"SELECT id FROM q_{name}.quarantine WHERE rule = '{LATE}'").to_arrow_table())
             last_end: datetime = store.con.sql(
                 f"SELECT max(last_end) FROM q_{name}.progress").fetchall()[0][0]
-        finally:
-            store.close()
         # Every reading is either processed or quarantined as late; Spark drops none.
         assert summary.tuples + summary.late == readings.height
         assert late.height == summary.late and summary.dropped_by_watermark == 0

@@ -42,11 +42,8 @@ def q5(tmp_path, **kwargs):
 def assert_reference_rows(store, catalog, profile, reliability, fault: str):
     root = optimize(query_sql("q5"), catalog, profile).logical.root
     stream = {"plugs": pl.from_arrow(SmartPlugs(rate=RATE, **SMALL).between(0, DURATION))}
-    columnar = ColumnarStore(store)
-    try:
+    with ColumnarStore(store) as columnar:
         got = pl.from_arrow(columnar.results("q5")).select(root.columns)
-    finally:
-        columnar.close()
     want = reference.evaluate(root, stream)
     lost, duplicated = lost_and_duplicated(got, want)
     reliability("fault", fault=fault, rows_lost=lost, rows_duplicated=duplicated,
@@ -94,11 +91,8 @@ def assert_resumed_exactly(landing: Path, store: Path, catalog, profile, reliabi
     stream = pl.from_arrow(SmartPlugs(rate=RATE, **SMALL).between(0, DURATION))
     want = reference.evaluate(root, {"plugs": stream}).filter(
         pl.col("window_end") <= stream["ts"].max() - timedelta(seconds=5))
-    columnar = ColumnarStore(store)
-    try:
+    with ColumnarStore(store) as columnar:
         got = pl.from_arrow(columnar.results("q5")).select(root.columns)
-    finally:
-        columnar.close()
     lost, duplicated = lost_and_duplicated(got, want)
     reliability("fault", fault=fault, rows_lost=lost, rows_duplicated=duplicated,
                 result_rows=got.height)

@@ -81,11 +81,8 @@ def assert_short_q1_exact(tmp_path, short_q1, placement: str, span: float, durat
                   topology=SMALL, store=tmp_path / "t.duckdb", stall_timeout=300)
     root = optimize(SHORT_Q1, load_catalog(QUERIES / "catalog.toml"), load_profile()).logical.root
     stream = {"plugs": pl.from_arrow(SmartPlugs(rate=RATE, **SMALL).between(0, duration))}
-    store = ColumnarStore(tmp_path / "t.duckdb")
-    try:
+    with ColumnarStore(tmp_path / "t.duckdb") as store:
         got = pl.from_arrow(store.results("q1_short"))
-    finally:
-        store.close()
     first, last = reference.window_ends(stream, root.slide)
     assert summary.window_ends == (last - first) // int(root.slide * 1e6) + 1
     assert_same_rows(got.select(root.columns), reference.evaluate(root, stream))

@@ -33,11 +33,8 @@ def truth():
 
 
 def results(store_path, name: str) -> pl.DataFrame:
-    store = ColumnarStore(store_path)
-    try:
+    with ColumnarStore(store_path) as store:
         return pl.from_arrow(store.results(name))
-    finally:
-        store.close()
 
 
 def run_small(name, tmp_path, **kwargs):
