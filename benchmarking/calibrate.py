@@ -97,7 +97,7 @@ class _Model:
     """The cost model's predictions for micro-queries, with any coefficients."""
 
     def __init__(self):
-        self.catalog_path = settings.catalog_path(settings.query_path("q1"))
+        self.catalog_path = settings.catalog_path()
         self.catalog = load_catalog(self.catalog_path)
         base = load_profile(DEFAULT_PROFILE)
         self.keys = [(e, f, n) for e, fs in base.functions.items() for f, cs in fs.items()

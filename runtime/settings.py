@@ -81,14 +81,19 @@ def landing_dir() -> Path:
     return Path(setting("landing") or state_dir() / "landing")
 
 
-def catalog_path(query: Path, given: str | Path | None = None) -> Path:
-    """The given catalog, else the one beside the query, or the statistics the nightly
-    clean-up observed in its place (``REFRESHED_FROM`` names the catalog they refresh)."""
+def catalog_path(query: Path | None = None, given: str | Path | None = None) -> Path:
+    """The given catalog, else the one beside the query (without a query: the working
+    directory's ``queries/``, else the repository's), or the statistics the nightly clean-up
+    observed in its place (``REFRESHED_FROM`` names the catalog they refresh)."""
     found = setting("catalog", given)
     if found:
         return Path(found)
-    beside = query.parent / "catalog.toml"
-    base = beside if beside.is_file() else Path("queries/catalog.toml")
+    beside = query.parent / "catalog.toml" if query is not None else None
+    here = Path("queries/catalog.toml")
+    if beside is not None and beside.is_file():
+        base = beside
+    else:
+        base = here if here.is_file() or query is not None else REPOSITORY_QUERIES / "catalog.toml"
     observed = state_dir() / OBSERVED_CATALOG
     if observed.is_file():
         try:

@@ -168,9 +168,7 @@ def validate_landed(directory: str | Path, store: str | Path, *, catalog: str | 
     directory = Path(directory).resolve()
     if not directory.is_dir():
         raise TandemError(f"--landing {directory}: no such directory")
-    # The catalog the queries of queries/ use (a landing directory holds the DEBS stream).
-    streams = load_catalog(settings.catalog_path(settings.REPOSITORY_QUERIES / "q1.sql",
-                                                 catalog)).streams.values()
+    streams = load_catalog(settings.catalog_path(given=catalog)).streams.values()
     time_distance = min(s.time_distance for s in streams)
     with ColumnarStore(store) as columnar:
         done = set() if again else columnar.logged_targets(VALIDATIONS, INPUT_SUITE)

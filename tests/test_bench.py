@@ -4,6 +4,7 @@ prediction quality, and the plans it measures at a point."""
 from __future__ import annotations
 
 import json
+import shutil
 
 from benchmarking.bench import (
     CHOICE,
@@ -20,6 +21,7 @@ from benchmarking.bench import (
     prediction_share,
     summary,
 )
+from tests.conftest import ROOT
 
 SPARK_ONLY = {"a": "spark"}
 DUCK_ONLY = {"a": "duckdb"}
@@ -105,6 +107,23 @@ def test_the_report_gives_the_figures_of_bench_json_and_the_notes_beside_it(tmp_
     assert points_from(data)[1].plans[0].capacity == 1000
     assert "optimiser / pure-Spark 8.0x at 2,000 tuples/s" in report
     assert "A cause." in report and (out / "q1.png").stat().st_size > 0
+    assert "## Targets" not in report  # no targets.toml beside the results
+
+
+def test_the_report_checks_the_targets_beside_the_results(tmp_path):
+    from benchmarking.report import write
+
+    shutil.copy(ROOT / "bench" / "results" / "targets.toml", tmp_path)
+    with open(tmp_path / "targets.toml", "a") as targets:
+        targets.write('\n[[target]]\nfigure = "max_rate"\nqueries = ["q1"]\nat_least = 2000\n'
+                      'says = "{query} keeps up with 2,000"\n')
+    report = write([point(1000, 1500, 9000), point(2000, 1000, 8000)], tmp_path / "2026-01-01",
+                   "tandem bench", "profile.toml", 3.0, "buckets").read_text()
+    rows = report.split("## Targets")[1].split("\n\n")[1].splitlines()[2:]
+    # The project's five targets that a Q1-only sweep has figures for, and the one added.
+    assert len(rows) == 6 and rows[0].startswith("| Q1: optimiser's max rate ≥ 20x")
+    assert rows[-1] == "| Q1 keeps up with 2,000 | 2,000 | yes |"
+    assert rows[2] == "| Q1: optimiser's plan sustains ≥ 250,000 tuples/s (issue 15) | 2,000 | **no** |"
 
 
 def test_a_sweep_keeps_the_peers_figures_and_its_report_shows_them(tmp_path):

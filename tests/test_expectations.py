@@ -21,7 +21,7 @@ from runtime.validation import (
     validate_landed,
 )
 from tests.bad_input import plant
-from tests.conftest import query_sql
+from tests.conftest import QUERIES, query_sql
 from workload.smart_plugs import SmartPlugs
 
 TOPOLOGY = dict(houses=2, households_per_house=2, plugs=6)
@@ -99,3 +99,23 @@ def test_the_results_suite_passes_the_reference_and_finds_planted_problems(catal
     failed = first_failures(run_suite(RESULTS_SUITE, suite, duplicated), 3).to_list()
     assert failed == [f"expect_compound_columns_to_be_unique({', '.join(result_keys(root))})",
                       None, f"expect_compound_columns_to_be_unique({', '.join(result_keys(root))})"]
+
+
+def test_the_landing_suite_reads_the_projects_own_catalog(tmp_path, monkeypatch):
+    # A project of one's own: its queries/catalog.toml, not the repository's, sets the input
+    # suite's timestamp range. Files of 10 s of readings fail a range of 1 s around their
+    # median, and pass the repository's day.
+    from benchmarking.verify import SMALL
+
+    landing = tmp_path / "landing"
+    SmartPlugs(rate=5, **SMALL).write_files(landing, 20, 10)
+    monkeypatch.chdir(tmp_path)
+    assert sum(f.quarantined for f in validate_landed(landing, tmp_path / "a.duckdb")) == 0
+    (tmp_path / "queries").mkdir()
+    shipped = (QUERIES / "catalog.toml").read_text()
+    (tmp_path / "queries" / "catalog.toml").write_text(
+        shipped.replace("time_distance = 86400", "time_distance = 1"))
+    report = validate_landed(landing, tmp_path / "b.duckdb")
+    assert sum(f.quarantined for f in report) > 0
+    assert all(set(f.by_rule) == {"expect_column_values_to_be_between(ts)"}
+               for f in report if f.quarantined)
