@@ -28,7 +28,6 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from columnar.crash import crash_point
 from columnar.fragment_sql import PANE, ROWS, WINDOW_ENDS, FragmentInput, PaneTable
 from optimizer.errors import TandemError
 
@@ -300,7 +299,6 @@ class ColumnarStore:
                     self._run(f"DELETE FROM {into}.results WHERE batch_id = ?", [batch_id])
                     self._run(f"INSERT INTO {into}.results SELECT ?::BIGINT, * FROM __results",
                               [batch_id])
-            crash_point("duckdb-write", batch_id)
             self._run(f"UPDATE {schema}.progress SET last_end = ? WHERE batch_id = ?",
                       [last_end, batch_id])
         return 0 if rows is None else rows.num_rows

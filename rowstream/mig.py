@@ -33,7 +33,6 @@ It counts the tuples and bytes it moves in each direction.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -49,13 +48,10 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from columnar.crash import JVM, crash_point
-from columnar.crash import VARIABLE as CRASH
 from columnar.fragment_sql import (
     Fragment,
     FragmentInput,
     PaneTable,
-    fragments,
     input_table,
     read_sql,
     rows_kept,
@@ -193,10 +189,12 @@ class Layout:
                 tuple(p for p in self.panes if p.source.table == table.table))
 
 
-def layout(deployment: Deployment) -> Layout:
+def layout(deployment: Deployment, db_ops: list[Fragment]) -> Layout:
+    """``db_ops``: the plan's DB-ops as ``runtime.explain`` generated them, once: the SQL
+    that runs is the SQL that ``tandem explain`` and the Airflow page show."""
     plan = deployment.physical.logical
     crossings = {deployment.relation_id(n): n for n in deployment.crossings}
-    found = {f.id: f for f in fragments(deployment.physical)}
+    found = {f.id: f for f in db_ops}
     on_partitions = {s.db_op for s in deployment.steps if s.partitioned}
     central = [f for f in found.values() if f.id not in on_partitions]
     # Every table of the part after the MIG in the driver's DuckDB: the crossings', and
@@ -226,10 +224,11 @@ class Mig:
     deployment: Deployment
     store: ColumnarStore
     spark: SparkSession
+    db_ops: list[Fragment]  # the explained plan's fragment SQL (``layout``)
     on_batch: Callable[[BatchReport], None] | None = None
     final_end: datetime | None = None  # a finite stream's last window_end
     lateness: float = 0.0  # the stream's allowed lateness L, seconds (rowstream/eventtime.py)
-    checkpoint: str | None = None  # Spark's, for the crash point after its commit
+    checkpoint: str | None = None  # Spark's: the native gateway reads its batches' files there
     spark_design: str = "built-in"  # one of SPARK_DESIGNS ("buckets": pure-Spark plans only)
     native: bool = False  # Spark's file sources: the MIG judges the rows (rowstream/native.py)
     time_distance: float = DEFAULT_TIME_DISTANCE  # for the input suite, with ``native``
@@ -252,7 +251,7 @@ class Mig:
         plan = self.deployment.physical.logical
         self.plan = plan
         self.step = timedelta(seconds=plan.root.slide)
-        found = layout(self.deployment)
+        found = layout(self.deployment, self.db_ops)
         self.crossings, self.fragments, self.panes = found.crossings, found.fragments, found.panes
         self.kept, self.central, self.tables = found.kept, found.central, found.tables
         # SQL that reads a crossing's rows for the window_ends, built once, not per micro-batch.
@@ -371,8 +370,6 @@ class Mig:
 
     def _arrive(self, batch: DataFrame, batch_id: int, started: float) -> Arrival:
         """Step 1: the batch's rows into DuckDB, and how far they complete the crossings."""
-        if os.environ.get(CRASH) == f"{JVM}:{batch_id}":  # the JVM dies, this process lives
-            crash_point(JVM, batch_id, victim=self.spark.sparkContext._gateway.proc.pid)
         before = self.store.progress(self.query, before=batch_id)
         frontiers = dict(before.frontiers)
         if self.partitioned:
@@ -431,7 +428,6 @@ class Mig:
                 partitioned[op_id], tuples, size = op.results(self.spark, spread, batch_id, ends)
                 self.transfers.add(tuples, size)  # into the partitions' DuckDBs
             spread.unpersist()
-        crash_point("arrival", batch_id)
         with self._releasing:
             self.store.arrived(self.query, batch_id, first_ts, frontiers, self.results)
         rules = {c["values"]: c["counts"]
@@ -507,7 +503,6 @@ class Mig:
                              high_water=before.frontiers.get(HIGH_WATER),
                              lateness=self.lateness, slide=self.plan.root.slide,
                              time_distance=self.time_distance)
-        crash_point("file-read", files[-1].name if files else batch_id)
         return everything.filter(judged.admitted), judged
 
     def _evaluate_batch(self, arrival: Arrival) -> None:
@@ -525,8 +520,6 @@ class Mig:
                     partitioned = {op_id: op.results(self.spark, None, batch_id, ends)[0]
                                    for op_id, op in self.partitioned.items()}
                 results = self._evaluate(ends, batch_id, partitioned, arrival.timings)
-            crash_point("evaluation", batch_id)
-            self._crash_after_spark_commit(batch_id)
             last_end = ends[-1] if ends else last
             with self._releasing:
                 count = store.commit(self.query, batch_id, results, last_end, self.results)
@@ -544,18 +537,6 @@ class Mig:
         except Exception as err:
             self.failure = err
             raise
-
-    def _crash_after_spark_commit(self, batch_id: int) -> None:
-        """The crash point between Spark's commit of a batch and DuckDB's (Spark writes its
-        commit log once ``foreachBatch`` returns, while this thread evaluates)."""
-        if os.environ.get(CRASH) != f"spark-committed:{batch_id}" or self.checkpoint is None:
-            return
-        committed = Path(self.checkpoint) / "commits" / str(batch_id - self.batch_base)
-        for _ in range(6000):
-            if committed.exists():
-                break
-            time.sleep(0.01)
-        crash_point("spark-committed", batch_id)
 
     def _complete_ends(self, last_end: datetime | None, first_ts: datetime | None,
                        frontiers: dict[str, datetime]) -> list[datetime]:

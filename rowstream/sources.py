@@ -27,7 +27,6 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from columnar.crash import crash_point
 from optimizer.catalog import DEFAULT_TIME_DISTANCE
 from rowstream.eventtime import admit
 from rowstream.landing import landed_files, read_landed
@@ -247,7 +246,6 @@ class _LandingReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         names = [f for f in landed_files(self.directory) if start["after"] < f <= end["after"]]
         high_water = start.get("high_water")
         if names:
-            crash_point("spark-offsets", names[-1])
             return [_Files([str(self.directory / f) for f in names], high_water)]
         if end["after"] and end.get("closed") and not start.get("closed", False):
             return [_Files([str(self.directory / end["after"])], high_water, heartbeat_only=True)]
@@ -260,7 +258,6 @@ class _LandingReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: _Files):
         frame, high_water = self._admitted([Path(p) for p in partition.paths],
                                            partition.high_water)
-        crash_point("file-read", Path(partition.paths[-1]).name)
         rows = frame.with_columns(pl.lit(False).alias("heartbeat")).to_arrow()
         parts = [] if partition.heartbeat_only else [rows.select(ARROW_SCHEMA.names).cast(ARROW_SCHEMA)]
         if high_water is not None:  # the stream has reached its high-water mark

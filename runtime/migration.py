@@ -46,7 +46,6 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from columnar.crash import crash_point
 from columnar.store import DEFAULT_PATH, LOG_SCHEMA, ColumnarStore, schema_name
 from optimizer.deployment import deploy
 from optimizer.errors import TandemError
@@ -377,7 +376,6 @@ class _Adaptive:
             self.store, self.name, self.numbers, explanation, target, self.start_second,
             self.lateness, request, paused_at, last_output)
         self._announce(migration)
-        crash_point("migration", self.numbers)
         self.history[old]["status"] = DONE  # recorded with the next plan, at once
         return self._start(target, takeover, migration)
 
@@ -522,7 +520,6 @@ class _Adaptive:
         """Parallel Track's end: the old plan is done; the new one's results held so far join
         the run's, and it writes there from now on."""
         plan.started.wait()
-        crash_point("release", plan.number)
         if plan.bridge is not None:
             plan.bridge.release(self.name)
         plan.released = True
@@ -671,7 +668,8 @@ def moving_state_takeover(store: str | Path, name: str, number: int, old: Explan
     # The first instant any window after the floor holds; from the start if none was evaluated.
     begin = max(seconds(floor) + slide - widest, 0.0) if floor else 0.0
     until = max(seconds(reached) + lateness, begin) if reached else begin
-    before, after = layout(deploy(old.optimization.plan)), layout(deploy(new.optimization.plan))
+    before, after = (layout(deploy(old.optimization.plan), old.fragments),
+                     layout(deploy(new.optimization.plan), new.fragments))
     stored = {before.stored(rid) for rid, node in before.central.items() if not node.instantiated}
     taken = frozenset(rid for rid, node in after.central.items()
                       if not node.instantiated and after.stored(rid) in stored)

@@ -19,7 +19,6 @@ from pathlib import Path
 
 from py4j.protocol import Py4JError, Py4JJavaError
 
-from columnar import crash
 from columnar.store import DEFAULT_PATH, ColumnarStore, schema_name
 from optimizer import load_catalog
 from optimizer.catalog import Stream
@@ -188,9 +187,9 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
         final_end = min(final_end or last_end, last_end)
 
     with _STARTING:  # concurrent runs (tandem verify --parallel) name their queries apart
-        crash.arm()
         spark = spark_session(log=spark_log_path(store), master=spark_master())
-        bridge = Mig(name, deployment, columnar, spark, record, final_end=final_end,
+        bridge = Mig(name, deployment, columnar, spark, explanation.fragments, record,
+                     final_end=final_end,
                      spark_design=spark_design, lateness=lateness, checkpoint=str(checkpoint),
                      native=native, time_distance=time_distance,
                      **(taking_over(takeover, plugs.start if generated else 0, columnar, name,

@@ -1,10 +1,10 @@
 """Exactly once under crashes: `tandem run` and `tandem microbatch` are killed with SIGKILL at
-each crash point of the protocol (columnar/crash.py), resumed, and compared with a run that was
-never interrupted: no row lost, none duplicated, in the results and in the quarantine."""
+the crash points of the protocol (tests/crash/points.py), one after another in a chain (each
+resume killed at the next point, a later micro-batch), resumed to the end, and compared with the
+reference evaluator: no row lost, none duplicated, in the results and in the quarantine."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import subprocess
@@ -14,10 +14,13 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from benchmarking import reference
 from benchmarking.verify import SMALL
-from columnar.crash import POINTS, VARIABLE
 from columnar.store import ColumnarStore
-from tests.conftest import lost_and_duplicated
+from optimizer import optimize
+from rowstream.eventtime import LATE, US, watermark
+from tests.conftest import lost_and_duplicated, query_sql
+from tests.crash.points import POINTS, environment
 from tests.test_reference import assert_same_rows
 from workload.disorder import Disorder
 from workload.smart_plugs import SmartPlugs
@@ -28,13 +31,12 @@ ROOT = Path(__file__).resolve().parents[1]
 # Q5 with its first aggregate in Spark (state in Spark's checkpoint) and its second in DuckDB.
 PLACEMENT = "select_1=spark,aggregate_1=spark,aggregate_2=duckdb"
 LATENESS = "1"  # below the largest delay: the quarantine holds late readings too
-CRASH_BATCH = 3  # the fourth micro-batch: state on both sides by then
+STREAM = SmartPlugs(rate=5, **SMALL)
+DURATION, FILE_SECONDS = 400, 50  # eight files, a micro-batch each, and one that closes
 
 
 def tandem(*args: str, crash: str | None = None, state: Path | None = None):
-    env = {k: v for k, v in os.environ.items() if k != VARIABLE}
-    if crash:
-        env[VARIABLE] = crash
+    env = environment(crash)
     if state:
         env["TANDEM_STATE"] = str(state)
     # A session of its own: a crash point kills the process group, Spark's JVM included.
@@ -42,82 +44,103 @@ def tandem(*args: str, crash: str | None = None, state: Path | None = None):
                           capture_output=True, text=True, timeout=600, start_new_session=True)
 
 
-def contents(store: Path, schema: str) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The results (without the batch that wrote them) and the quarantine's origins, sorted."""
+def contents(store: Path, schema: str) -> tuple[pl.DataFrame, list[int]]:
+    """The results (without the batch that wrote them) and the ids of the readings the
+    quarantine holds as late."""
     with ColumnarStore(store, read_only=True) as columnar:
         results = pl.from_arrow(columnar.con.sql(
             f"SELECT * EXCLUDE (batch_id) FROM {schema}.results").to_arrow_table())
-        quarantine = pl.from_arrow(columnar.con.sql(
-            f"SELECT origin, rule FROM {schema}.quarantine").to_arrow_table())
-    return results.sort(results.columns), quarantine.sort(quarantine.columns)
+        late = [row[0] for row in columnar.con.sql(
+            f"SELECT id FROM {schema}.quarantine WHERE rule = '{LATE}'").fetchall()]
+    return results, sorted(late)
 
 
-def losses(got: tuple[pl.DataFrame, pl.DataFrame], want: tuple[pl.DataFrame, pl.DataFrame]
-           ) -> dict:
-    """Result and quarantine rows lost or duplicated, against the uninterrupted run."""
-    lost, duplicated = lost_and_duplicated(got[0], want[0])
-    quarantine_lost, quarantine_duplicated = lost_and_duplicated(got[1], want[1])
-    return {"rows_lost": lost + quarantine_lost,
-            "rows_duplicated": duplicated + quarantine_duplicated, "result_rows": got[0].height,
-            "rows_quarantined": got[1].height}
+def expected(files: list[Path]) -> tuple[pl.DataFrame, list[int]]:
+    """Q5's rows and the late readings by the contract (docs/design.md, Semantics), file by
+    file as the micro-batches read them: a reading is late if its event time is at or before
+    the watermark of the files before its own (their latest admitted event in whole ms, less
+    L); the rest count, and the window_ends up to the last watermark are evaluated."""
+    readings = pl.from_arrow(STREAM.between(0, DURATION))
+    lateness = round(float(LATENESS) * US)
+    high, late = None, []
+    for path in files:
+        ids = (pl.read_csv(path, columns=["id"], schema_overrides={"id": pl.Int64})
+               if path.suffix == ".csv" else pl.read_parquet(path, columns=["id"]))["id"]
+        rows = readings.filter(pl.col("id").is_in(ids.implode())).with_columns(
+            us=pl.col("ts").dt.epoch("us"))
+        mark = watermark(high, float(LATENESS))
+        is_late = pl.lit(False) if mark is None else pl.col("us") <= mark
+        late += rows.filter(is_late)["id"].to_list()
+        admitted = rows.filter(~is_late)["us"].max()
+        high = max(t for t in (high, admitted) if t is not None)
+    root = optimize(query_sql("q5"), *_catalog_and_profile()).logical.root
+    step = round(root.slide * US)
+    last_end = (high // 1000 * 1000 - lateness) // step * step
+    on_time = readings.filter(~pl.col("id").is_in(late))
+    want = reference.Evaluator({"plugs": on_time}).result(root).filter(
+        pl.col("window_end").dt.epoch("us") <= last_end)
+    assert want.height > 0 and late
+    return want.select(root.columns), sorted(late)
 
 
-def assert_same(got: tuple[pl.DataFrame, pl.DataFrame], want: tuple[pl.DataFrame, pl.DataFrame]):
-    """The same result rows (floats within verify's tolerance: Spark's partial sums may add up
-    in another order after a restart) and the same quarantined lines."""
-    (results, quarantine), (want_results, want_quarantine) = got, want
-    assert results.height == want_results.height  # none lost, none duplicated
+def _catalog_and_profile():
+    from optimizer import load_catalog, load_profile
+
+    return load_catalog(ROOT / "queries" / "catalog.toml"), load_profile()
+
+
+def assert_exact(got: tuple[pl.DataFrame, list[int]], want: tuple[pl.DataFrame, list[int]],
+                 reliability, command: str, points: list[str]) -> None:
+    """The reference's rows (floats within its tolerance: Spark's partial sums may add up in
+    another order after a restart) and exactly the late readings, each once."""
+    (results, late), (want_results, want_late) = got, want
+    results = results.select(want_results.columns)
+    lost, duplicated = lost_and_duplicated(results, want_results)
+    reliability("kill_point", command=command, point="+".join(points), rows_lost=lost
+                + len(set(want_late) - set(late)), rows_duplicated=duplicated
+                + len(late) - len(set(late)), result_rows=results.height,
+                rows_quarantined=len(late))
+    assert (lost, duplicated) == (0, 0)
     assert_same_rows(results, want_results)
-    assert quarantine.equals(want_quarantine)
+    assert late == want_late
 
 
 @pytest.fixture(scope="module")
 def landing(tmp_path_factory) -> list[Path]:
-    directory = tmp_path_factory.mktemp("landing")
-    return SmartPlugs(rate=5, **SMALL).write_files(directory, 400, 50, disorder=Disorder(tail=0.3))
+    return STREAM.write_files(tmp_path_factory.mktemp("landing"), DURATION, FILE_SECONDS,
+                              disorder=Disorder(tail=0.3))
 
 
-def run_args(landing: list[Path], store: Path) -> list[str]:
-    return ["run", "q5", "--placement", PLACEMENT, "--source", str(landing[0].parent),
+def run_args(landing: list[Path], store: Path, placement: str = PLACEMENT) -> list[str]:
+    return ["run", "q5", "--placement", placement, "--source", str(landing[0].parent),
             "--store", str(store), "--lateness", LATENESS]
 
 
-@pytest.fixture(scope="module")
-def uninterrupted(landing, tmp_path_factory):
-    return complete_run(run_args(landing, tmp_path_factory.mktemp("uninterrupted") / "t.duckdb"))
+def where(point: str, batch: int, landing: list[Path]) -> str:
+    """A crash point's place: micro-batch ``batch``, named by its id or by its file."""
+    return landing[batch].name if point in ("file-read", "spark-offsets") else str(batch)
 
 
-def complete_run(args: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """What a run never interrupted writes."""
-    done = tandem(*args)
-    assert done.returncode == 0, done.stderr[-2000:]
-    want = contents(Path(args[args.index("--store") + 1]), "q_q5")
-    assert want[0].height > 0 and want[1].height > 0
-    return want
-
-
-def where(point: str, landing: list[Path]) -> str:
-    """A crash point's place: the fourth micro-batch, named by its id or by its file."""
-    return landing[CRASH_BATCH].name if point in ("file-read", "spark-offsets") else str(CRASH_BATCH)
-
-
-@pytest.mark.parametrize("point", list(POINTS))
-def test_a_run_killed_at_a_crash_point_resumes_exactly_once(tmp_path, landing, uninterrupted,
-                                                            reliability, point):
-    assert_resumes_exactly_once(run_args(landing, tmp_path / "t.duckdb"), landing, uninterrupted,
-                                reliability, point, "tandem run")
-
-
-def assert_resumes_exactly_once(args: list[str], landing: list[Path], uninterrupted,
-                                reliability, point: str, command: str) -> None:
-    killed = tandem(*args, crash=f"{point}:{where(point, landing)}")
-    assert killed.returncode == -signal.SIGKILL, (
-        f"the run did not reach the crash point ({POINTS[point]}): {killed.stderr[-2000:]}")
+def assert_chain_resumes_exactly_once(args: list[str], landing: list[Path], reliability,
+                                      points: list[str], command: str) -> None:
+    """Kill the run at each of ``points`` in turn, the n-th in micro-batch n + 1 (the first
+    has state on both sides by then), each kill a resume of the run before; then resume it
+    to its end."""
+    for batch, point in enumerate(points, start=1):
+        killed = tandem(*args, *(["--resume"] if batch > 1 else []),
+                        crash=f"{point}:{where(point, batch, landing)}")
+        assert killed.returncode == -signal.SIGKILL, (
+            f"the run did not reach the crash point {point} ({POINTS[point]}) in micro-batch "
+            f"{batch}: {killed.stderr[-2000:]}")
     resumed = tandem(*args, "--resume")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     got = contents(Path(args[args.index("--store") + 1]), "q_q5")
-    reliability("kill_point", command=command, point=point, **losses(got, uninterrupted))
-    assert_same(got, uninterrupted)
+    assert_exact(got, expected(landing), reliability, command, points)
+
+
+def test_a_run_killed_at_every_crash_point_resumes_exactly_once(tmp_path, landing, reliability):
+    assert_chain_resumes_exactly_once(run_args(landing, tmp_path / "t.duckdb"), landing,
+                                      reliability, list(POINTS), "tandem run")
 
 
 def land(landing: list[Path], target: Path, files: slice) -> None:
@@ -128,80 +151,53 @@ def land(landing: list[Path], target: Path, files: slice) -> None:
         shutil.copy2(path, target / path.name)
 
 
-def microbatches(landing: list[Path], state: Path, crash: str | None = None):
-    """Two scheduled runs, the first over four files and the second over the rest. ``crash``
-    kills the second: at the file-read of its last file, or in the DuckDB commit of its first
-    micro-batch."""
-    target = state / "landing"
-    land(landing, target, slice(0, 4))
-    first = tandem("microbatch", "q5", "--lateness", LATENESS, state=state)
-    assert first.returncode == 0, first.stderr[-2000:]
-    land(landing, target, slice(4, None))
-    place = {"file-read": f"file-read:{landing[-1].name}",
-             "duckdb-write": f"duckdb-write:{last_batch(state) + 1}"}.get(crash)
-    second = tandem("microbatch", "q5", "--lateness", LATENESS, state=state, crash=place)
-    if crash:
-        assert second.returncode == -signal.SIGKILL, second.stderr[-2000:]
-        second = tandem("microbatch", "q5", "--lateness", LATENESS, state=state)
-    assert second.returncode == 0, second.stderr[-2000:]
-    return contents(state / "tandem.duckdb", "q_q5_microbatch")
-
-
 def last_batch(state: Path) -> int:
     with ColumnarStore(state / "tandem.duckdb", read_only=True) as columnar:
         return columnar.con.sql("SELECT max(batch_id) FROM q_q5_microbatch.progress"
                                 ).fetchall()[0][0]
 
 
-@pytest.mark.parametrize("point", ["file-read", "duckdb-write"])
-def test_a_killed_microbatch_run_resumes_exactly_once(tmp_path, landing, reliability, point):
-    want = microbatches(landing, tmp_path / "whole")
-    assert want[0].height > 0
-    got = microbatches(landing, tmp_path / "crashed", point)
-    reliability("kill_point", command="tandem microbatch", point=point, **losses(got, want))
-    assert_same(got, want)
+def test_a_killed_microbatch_run_resumes_exactly_once(tmp_path, landing, reliability):
+    # Two scheduled runs, the first over four files and the second over the rest. The second
+    # is killed at the file-read of its second file, and its resume inside the DuckDB commit
+    # of the micro-batch that reads that file again.
+    state, target = tmp_path / "state", tmp_path / "state" / "landing"
+
+    def microbatch(crash: str | None = None):
+        return tandem("microbatch", "q5", "--lateness", LATENESS, state=state, crash=crash)
+
+    land(landing, target, slice(0, 4))
+    first = microbatch()
+    assert first.returncode == 0, first.stderr[-2000:]
+    land(landing, target, slice(4, None))
+    for crash in (f"file-read:{landing[5].name}", None):
+        crash = crash or f"duckdb-write:{last_batch(state) + 1}"
+        killed = microbatch(crash)
+        assert killed.returncode == -signal.SIGKILL, (crash, killed.stderr[-2000:])
+    last = microbatch()
+    assert last.returncode == 0, last.stderr[-2000:]
+    assert_exact(contents(state / "tandem.duckdb", "q_q5_microbatch"), expected(landing),
+                 reliability, "tandem microbatch", ["file-read", "duckdb-write"])
 
 
-# The native gateway (Spark's own Parquet and text sources, rows judged by the MIG) under the
-# same protocol.
-NATIVE_POINTS = ("file-read", "spark-committed", "duckdb-write")
+# The native gateway (Spark's own Parquet and text sources, rows judged by the MIG) and
+# duckdb-partitioned (rowstream/partitioned.py: the partitions append, evaluate and purge in
+# the batch's job; a replay replaces their rows, a recovered batch is evaluated again in them)
+# under the same protocol.
+NATIVE_POINTS = ["file-read", "spark-committed", "duckdb-write"]
+PARTITIONED_POINTS = ["arrival", "spark-committed", "duckdb-write"]
 
 
 @pytest.fixture(scope="module", params=["parquet", "csv"])
 def native_landing(request, tmp_path_factory) -> list[Path]:
-    directory = tmp_path_factory.mktemp(request.param)
-    return SmartPlugs(rate=5, **SMALL).write_files(directory, 400, 50, file_format=request.param,
-                                                   disorder=Disorder(tail=0.3))
+    return STREAM.write_files(tmp_path_factory.mktemp(request.param), DURATION, FILE_SECONDS,
+                              file_format=request.param, disorder=Disorder(tail=0.3))
 
 
-def native_args(landing: list[Path], store: Path) -> list[str]:
-    return [*run_args(landing, store)[:2], "--placement", "duckdb",
-            *run_args(landing, store)[4:]]
-
-
-@pytest.fixture(scope="module")
-def native_uninterrupted(native_landing, tmp_path_factory):
-    return complete_run(native_args(native_landing,
-                                    tmp_path_factory.mktemp("native") / "t.duckdb"))
-
-
-@pytest.mark.parametrize("point", NATIVE_POINTS)
-def test_a_native_run_killed_at_a_crash_point_resumes_exactly_once(
-        tmp_path, native_landing, native_uninterrupted, reliability, point):
-    assert_resumes_exactly_once(native_args(native_landing, tmp_path / "t.duckdb"),
-                                native_landing, native_uninterrupted, reliability, point,
-                                f"tandem run (native gateway, {native_landing[0].suffix[1:]})")
-
-
-# duckdb-partitioned (rowstream/partitioned.py): the partitions append, evaluate and purge in
-# the batch's job; a replay replaces their rows, a recovered batch is evaluated again in them.
-PARTITIONED_POINTS = ("arrival", "spark-committed", "duckdb-write")
-
-
-@pytest.mark.parametrize("point", PARTITIONED_POINTS)
-def test_a_partitioned_run_killed_at_a_crash_point_resumes_exactly_once(
-        tmp_path, native_landing, native_uninterrupted, reliability, point):
-    args = native_args(native_landing, tmp_path / "t.duckdb")
-    args[args.index("duckdb")] = "duckdb-partitioned"
-    assert_resumes_exactly_once(args, native_landing, native_uninterrupted, reliability, point,
-                                f"tandem run (duckdb-partitioned, {native_landing[0].suffix[1:]})")
+@pytest.mark.parametrize("placement, points", [("duckdb", NATIVE_POINTS),
+                                               ("duckdb-partitioned", PARTITIONED_POINTS)])
+def test_a_native_run_killed_at_its_crash_points_resumes_exactly_once(
+        tmp_path, native_landing, reliability, placement, points):
+    assert_chain_resumes_exactly_once(
+        run_args(native_landing, tmp_path / "t.duckdb", placement), native_landing,
+        reliability, points, f"tandem run ({placement}, {native_landing[0].suffix[1:]})")

@@ -18,12 +18,12 @@ import pytest
 
 from benchmarking import reference
 from benchmarking.verify import SMALL
-from columnar.crash import JVM, VARIABLE
 from columnar.store import ColumnarStore
 from optimizer import optimize
 from optimizer.errors import TandemError
 from runtime.run import run
 from tests.conftest import lost_and_duplicated, query_sql
+from tests.crash.points import JVM, environment
 from tests.test_reference import assert_same_rows
 from workload.smart_plugs import SmartPlugs
 
@@ -74,12 +74,9 @@ def test_a_store_locked_by_another_process(tmp_path, catalog, profile, reliabili
 def run_landing(landing: Path, store: Path, *args: str, crash: str | None = None):
     """``tandem run`` of Q5 over ``landing`` in a process of its own (the JVM of this test
     session lives on)."""
-    env = {k: v for k, v in os.environ.items() if k != VARIABLE}
-    if crash:
-        env[VARIABLE] = crash
     return subprocess.run([sys.executable, "-m", "tandem.cli", "run", "q5", "--placement",
                            PLACEMENT, "--source", str(landing), "--store", str(store), *args],
-                          env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
+                          env=environment(crash), capture_output=True, text=True, timeout=600, cwd=ROOT)
 
 
 def assert_resumed_exactly(landing: Path, store: Path, catalog, profile, reliability,

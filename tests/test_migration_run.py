@@ -5,7 +5,6 @@ and so does one killed in the middle of a migration and resumed."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -15,12 +14,12 @@ import polars as pl
 import pytest
 
 from benchmarking import reference
-from columnar.crash import MIGRATION_POINTS, POINTS, VARIABLE
 from optimizer import optimize
 from runtime.cleanup import cleanup
 from runtime.microbatch import run_microbatch
 from runtime.migration import PLAN_BATCHES, recorded_plans, run_adaptive
 from tests.conftest import lost_and_duplicated, query_sql
+from tests.crash.points import MIGRATION_POINTS, POINTS, environment
 from tests.test_crash import land
 from tests.test_reference import assert_same_rows
 from tests.test_run import results
@@ -113,11 +112,8 @@ def adaptive(store: Path, name: str, placement: str, migrate_at: tuple, crash: s
     arguments = dict(query=name, rate=RATE, steps=STEPS, duration=DURATION, batch=BATCH,
                      topology=TOPOLOGY, placement=placement, adaptive=False,
                      migrate_at=[migrate_at], store=str(store), resume=resume)
-    env = {k: v for k, v in os.environ.items() if k != VARIABLE}
-    if crash:
-        env[VARIABLE] = crash
     return subprocess.run([sys.executable, "-c", ADAPTIVE, json.dumps(arguments)], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=900,
+                          env=environment(crash), capture_output=True, text=True, timeout=900,
                           start_new_session=True)
 
 

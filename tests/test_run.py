@@ -4,6 +4,7 @@ reference evaluator's rows, also when a run is stopped and restarted from its ch
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 import polars as pl
 import pytest
@@ -12,6 +13,7 @@ from benchmarking import reference
 from columnar.store import ColumnarStore
 from optimizer import optimize
 from optimizer.errors import TandemError
+from runtime.explain import explain
 from runtime.run import run
 from tests.conftest import ROOT, query_sql
 from tests.matrix import matrix
@@ -100,6 +102,20 @@ def test_a_run_restarted_from_its_checkpoint_neither_loses_nor_duplicates(tmp_pa
     root = optimize(query_sql("q1"), catalog, profile).logical.root
     assert_same_rows(results(tmp_path / "tandem.duckdb", "q1").select(root.columns),
                      truth.result(root))
+
+
+def test_the_fragment_sql_that_runs_is_the_explained_one(tmp_path, truth, catalog, profile):
+    # The DB-op's SQL as explain shows it, narrowed to one house: the run's rows are the
+    # reference's of that house, so the run executed that text and generated none of its own.
+    explained = explain("q5", placement="duckdb")
+    (fragment,) = explained.fragments
+    narrowed = replace(fragment, sql=f"SELECT * FROM ({fragment.sql}) WHERE house_id = 0")
+    run_small("q5", tmp_path, placement="duckdb",
+              explanation=replace(explained, fragments=[narrowed]))
+    root = optimize(query_sql("q5"), catalog, profile).logical.root
+    got = results(tmp_path / "tandem.duckdb", "q5").select(root.columns)
+    assert got.height > 0 and set(got["house_id"]) == {0}
+    assert_same_rows(got, truth.result(root).filter(pl.col("house_id") == 0))
 
 
 def test_a_failed_micro_batch_fails_the_run_and_resume_completes_it(tmp_path, truth, catalog,
