@@ -55,7 +55,7 @@ def summarise(records: dict[str, list[dict]], outcome: int) -> dict:
                              + sum(r["late"] for r in disorder)),
         "rows_lost": sum(r["rows_lost"] for r in counted),
         "rows_duplicated": sum(r["rows_duplicated"] for r in counted),
-        "kill_points": len(records["kill_point"]),
+        "kill_points": sum(len(r["point"].split("+")) for r in records["kill_point"]),
         "fault_tests": len(records["fault"]),
         "disorder_cases": len(disorder),
         "disorder_exact": sum(bool(r["exact"]) for r in disorder),
@@ -118,8 +118,9 @@ the good rows. Great Expectations and the gateway's vectorised checks flag the s
 ## Kill points
 
 `tandem run` and `tandem microbatch` killed with SIGKILL (the whole process group, Spark's JVM
-too) at each crash point of `columnar/crash.py`, resumed with `--resume`, compared with an
-uninterrupted run. Reproduce: `{pytest_command('kill_point')}`
+too) at the crash points of `tests/crash/points.py`, one after another in one run (each resume
+killed at the next), resumed with `--resume` to the end, compared with the reference evaluator.
+Reproduce: `{pytest_command('kill_point')}`
 
 {rows('kill_point', ['command', 'point', 'result_rows', 'rows_quarantined', 'rows_lost', 'rows_duplicated'])}
 
