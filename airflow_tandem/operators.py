@@ -75,21 +75,24 @@ class RunQueryOperator(StoreOperator):
     def execute(self, context) -> dict:
         from runtime.migration import run_adaptive
         from runtime.run import run
+        from runtime.spec import RunSpec
         from workload.smart_plugs import parse_steps
 
         placement = self.placement
         if self.plan_task_id:
             plan = context["ti"].xcom_pull(task_ids=self.plan_task_id)
             placement = ",".join(f"{op}={engine}" for op, engine in plan["placement"].items())
-        common = dict(placement=placement or "auto", rate=_number(self.rate),
-                      duration=_number(self.duration), batch=_number(self.batch),
-                      lateness=_number(self.lateness), store=settings.store_path(),
-                      steps=parse_steps(self.steps or ""))
+        spec = RunSpec(self.query, placement=placement or "auto", rate=_number(self.rate),
+                       duration=_number(self.duration), batch=_number(self.batch),
+                       lateness=_number(self.lateness), store=settings.store_path(),
+                       steps=parse_steps(self.steps or ""))
         if str(self.adaptive).lower() in ("true", "1"):
-            adapted = run_adaptive(self.query, **common)
+            adapted = run_adaptive(spec.query, placement=spec.placement, rate=spec.rate,
+                                   duration=spec.duration, batch=spec.batch,
+                                   lateness=spec.lateness, store=spec.store, steps=spec.steps)
             return {**adapted.combined().to_json(),
                     "migrations": [m.to_json() for m in adapted.migrations]}
-        return run(self.query, **common).to_json()
+        return run(spec).to_json()
 
 
 class SummaryOperator(BaseOperator):

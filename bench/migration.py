@@ -49,6 +49,7 @@ from rowstream.eventtime import EPOCH  # noqa: E402
 from runtime.explain import explain  # noqa: E402
 from runtime.migration import run_adaptive  # noqa: E402
 from runtime.run import run  # noqa: E402
+from runtime.spec import RunSpec  # noqa: E402
 from workload.smart_plugs import SmartPlugs  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
@@ -164,8 +165,9 @@ def step(rates: list[float], profile: str, batch: float, rounds: int, out: dict)
                                   for m in summary.migrations]
                     placement = summary.plans[-1].placement
                 else:
-                    run("q1", rate=low, steps=steps, duration=DURATION, batch=batch,
-                        store=scratch / "t.duckdb", explanation=explanation, on_batch=record)
+                    run(RunSpec("q1", rate=low, steps=steps, duration=DURATION, batch=batch,
+                                store=scratch / "t.duckdb"),
+                        explanation=explanation, on_batch=record)
                     migrations, placement = [], explanation.optimization.plan.placement
                 phases = phase_capacity(started, batches, stream)
                 rows.append({"round": round_, "plan": label, "placement": placement,

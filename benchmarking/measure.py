@@ -31,6 +31,7 @@ from rowstream.mig import EPOCH, STREAM
 from rowstream.sources import WARMUP_SPAN
 from runtime.explain import Explanation
 from runtime.run import catalog_streams, default_lateness, run, scratch
+from runtime.spec import RunSpec
 from workload.smart_plugs import DEBS_START, SmartPlugs
 
 SETTLE = 2  # measured micro-batches dropped first: the query's first jobs compile and warm up
@@ -151,12 +152,12 @@ def capacity(plan: Explanation, rate: float, *, warmup: float, measure: float,
             source = str(land(Path(tmp) / "landing", rate, warmup, measure, span, landed,
                               preloaded=loaded))
         started = time.perf_counter()
-        run(plan.query.stem, rate=rate, duration=warmup + measure, batch=span, source=source,
-            available_now=bool(landed),
-            warmup=warmup, begin=warmup if loaded else 0.0, resume=loaded, store=store_path,
-            checkpoint=Path(tmp) / "checkpoint", explanation=plan, on_batch=mark,
-            stop_when=None if loaded else falling_behind, spark_design=spark_design,
-            lateness=lateness, gateway=gateway)
+        run(RunSpec(plan.query.stem, rate=rate, duration=warmup + measure, batch=span,
+                    source=source, available_now=bool(landed), warmup=warmup,
+                    begin=warmup if loaded else 0.0, resume=loaded, store=store_path,
+                    checkpoint=Path(tmp) / "checkpoint", spark_design=spark_design,
+                    lateness=lateness, gateway=gateway),
+            explanation=plan, on_batch=mark, stop_when=None if loaded else falling_behind)
     after = [i for i, m in enumerate(marks) if m[2] and m[2] > warm and m[1]]
     if len(after) <= SETTLE:  # stopped in the warm-up: what it reached bounds the capacity
         return Capacity(sum(m[1] for m in marks), time.perf_counter() - started, 0, loaded)

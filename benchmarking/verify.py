@@ -20,6 +20,7 @@ from optimizer.optimizer import placement_spec
 from optimizer.phase_two import ENGINES, allowed_engines, valid
 from runtime.explain import explain
 from runtime.run import run, scratch
+from runtime.spec import RunSpec
 from workload.smart_plugs import SmartPlugs
 
 # A small stream that fills and slides 5-minute windows: six plugs, each reporting every 4 s.
@@ -80,9 +81,10 @@ def verify(query: str, how: str = "all", *, rate: float = 3.0, duration: float =
         root = plan.optimization.logical.root
         with scratch("tandem-verify-") as tmp:
             try:
-                run(query, rate=rate, duration=duration, batch=batch, topology=SMALL,
-                    store=Path(tmp) / "verify.duckdb", checkpoint=Path(tmp) / "checkpoint",
-                    explanation=plan, lateness=lateness)
+                run(RunSpec(query, rate=rate, duration=duration, batch=batch, topology=SMALL,
+                            store=Path(tmp) / "verify.duckdb",
+                            checkpoint=Path(tmp) / "checkpoint", lateness=lateness),
+                    explanation=plan)
             except TandemError as err:
                 outcome = Outcome(placement, "failed", 0, str(err))
             else:

@@ -35,7 +35,8 @@ from runtime.migration import (
     save_plans,
     takeover_json,
 )
-from runtime.run import RunSummary, Takeover, landing_format, run
+from runtime.run import RunSummary, landing_format, run
+from runtime.spec import RunSpec, Takeover
 
 
 def scheduled_run(query: str, name: str, landing: str | Path, checkpoints: Path,
@@ -57,11 +58,11 @@ def scheduled_run(query: str, name: str, landing: str | Path, checkpoints: Path,
 
     Returns the summary of the plan whose results are the run's."""
     history = recorded_plans(store, name)
-    common = dict(source=str(landing), catalog=catalog, profile=profile, store=store,
-                  resume=True, available_now=True, lateness=lateness)
+    common = RunSpec(query, source=str(landing), catalog=catalog, profile=profile, store=store,
+                     resume=True, available_now=True, lateness=lateness)
     if not history:  # the checkpoint's first plan, never migrated
-        summary = run(query, placement=placement, checkpoint=checkpoints / name, name=name,
-                      **common)
+        summary = run(replace(common, placement=placement, checkpoint=checkpoints / name,
+                              name=name))
         history = {0: plan_entry(0, RUNNING, explain(
             query, catalog=catalog, profile=profile, placement=placement_spec(summary.placement),
             file_format=landing_format(str(landing))))}
@@ -86,22 +87,22 @@ def scheduled_run(query: str, name: str, landing: str | Path, checkpoints: Path,
     return summary
 
 
-def _run_entry(query: str, name: str, entry: dict, checkpoints: Path, common: dict
+def _run_entry(query: str, name: str, entry: dict, checkpoints: Path, common: RunSpec
                ) -> RunSummary:
     """A recorded plan's run over the new files, from its checkpoint."""
     takeover = restored_takeover(entry["takeover"]) if entry["takeover"] else None
     own = plan_name(name, entry["number"])
     if takeover is not None and entry["status"] == RUNNING:  # released
-        release_held(common["store"], own, name)  # what a stop left held (none twice)
+        release_held(common.store, own, name)  # what a stop left held (none twice)
         takeover = replace(takeover, results=name)
     end = entry["last_end"]
-    explanation = explain(query, rate=entry["rate"], catalog=common["catalog"],
-                          profile=common["profile"], placement=entry["placement"],
+    explanation = explain(query, rate=entry["rate"], catalog=common.catalog,
+                          profile=common.profile, placement=entry["placement"],
                           statistics=entry["statistics"],
-                          file_format=landing_format(common["source"]))
-    return run(query, explanation=explanation, checkpoint=checkpoints / own, name=own,
-               takeover=takeover, last_end=datetime.fromisoformat(end) if end else None,
-               **common)
+                          file_format=landing_format(common.source))
+    return run(replace(common, checkpoint=checkpoints / own, name=own, takeover=takeover,
+                       last_end=datetime.fromisoformat(end) if end else None),
+               explanation=explanation)
 
 
 def _reached(store: str | Path, name: str, entry: dict) -> bool:

@@ -62,7 +62,8 @@ from optimizer.optimizer import placement_spec
 from rowstream.eventtime import EPOCH
 from rowstream.mig import STREAM, BatchReport, Mig, Transfers, layout
 from runtime.explain import Explanation, explain
-from runtime.run import RunSummary, Takeover, catalog_streams, default_lateness, run
+from runtime.run import RunSummary, catalog_streams, default_lateness, run
+from runtime.spec import RunSpec, Takeover
 from workload.smart_plugs import SmartPlugs
 
 PLAN_BATCHES = 1_000_000_000  # the batch ids of a run's n-th plan start at n times this
@@ -233,8 +234,8 @@ def run_adaptive(query: str, *, rate: float, duration: float, batch: float | Non
         _check(strategy)
     runner = _Adaptive(
         query=query, name=name, catalog=catalog, profile=profile, store=store,
-        stream=dict(rate=rate, steps=steps, duration=duration, batch=batch, store=store,
-                    topology=topology),
+        stream=RunSpec(query, rate=rate, steps=steps, duration=duration, batch=batch,
+                       store=store, topology=topology),
         start_second=SmartPlugs(rate=rate, steps=steps, **(topology or {})).start,
         lateness=(default_lateness(catalog_streams(explanation)) if lateness is None
                   else lateness),
@@ -278,7 +279,7 @@ class _Plan:
 class _Adaptive:
     query: str
     name: str
-    stream: dict  # the arguments of ``run`` that every plan shares
+    stream: RunSpec  # what every plan's run shares
     catalog: str | None
     profile: str | None
     store: str | Path
@@ -422,12 +423,12 @@ class _Adaptive:
 
         def body() -> None:
             try:
-                plan.summary = run(self.query, explanation=explanation,
-                                   name=plan_name(self.name, plan.number), takeover=takeover,
-                                   lateness=self.lateness, on_start=started, resume=resume,
-                                   last_end=last_end, stop_when=lambda: self._stop_when(plan),
-                                   on_batch=lambda report: self._observe(plan, report),
-                                   **self.stream)
+                spec = replace(self.stream, name=plan_name(self.name, plan.number),
+                               takeover=takeover, lateness=self.lateness, resume=resume,
+                               last_end=last_end)
+                plan.summary = run(spec, explanation=explanation, on_start=started,
+                                   stop_when=lambda: self._stop_when(plan),
+                                   on_batch=lambda report: self._observe(plan, report))
             except BaseException as err:  # the coordinating thread raises it
                 plan.error = err
             finally:

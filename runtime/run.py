@@ -19,7 +19,7 @@ from pathlib import Path
 
 from py4j.protocol import Py4JError, Py4JJavaError
 
-from columnar.store import DEFAULT_PATH, ColumnarStore, schema_name
+from columnar.store import ColumnarStore, schema_name
 from optimizer import load_catalog
 from optimizer.catalog import Stream
 from optimizer.deployment import Deployment, deploy
@@ -33,37 +33,13 @@ from rowstream.session import spark_session
 from rowstream.sources import generator_stream, landing_stream, last_window_end
 from runtime.explain import Explanation, explain
 from runtime.settings import spark_log_path, spark_master
+from runtime.spec import RunSpec, Takeover
 from workload.smart_plugs import SmartPlugs, format_steps
 
 _STARTING = threading.Lock()
-# A run fails when no micro-batch finishes for this long, seconds. The slowest batches measured
-# here (pure-Spark Q1's first, expanding 5-minute windows) take under two minutes.
-STALL_TIMEOUT = 600.0
 ENDED_GRACE = 10.0  # a generated stream waited for after its last batch, seconds
 JVM_EXIT_SECONDS = 10.0  # how long a broken gateway waits for the JVM's launcher to exit
 OWNER = "tandem-run.json"  # in a checkpoint: the store and run it belongs to
-
-
-@dataclass(frozen=True)
-class Takeover:
-    """Where a plan that a run migrates to takes over from the one before it
-    (``runtime/migration.py``): it writes its run's results, numbers its batches from
-    ``batch_base``, and evaluates the window_ends after ``floor``. It reads the generated stream
-    from ``begin`` (seconds of event time), the open windows' part before ``replay_until`` in one
-    micro-batch, whose rows rebuild its state (Zhu's recomputed states)."""
-
-    results: str
-    batch_base: int
-    floor: datetime | None
-    begin: float
-    replay_until: float
-    previous: str  # the plan before's name: its schema holds the tables taken over
-    taken: frozenset[str] = frozenset()  # the stream relations whose tables it takes over
-    tables: tuple[str, ...] = ()  # those tables (rows and pane partials)
-    # Over a landing directory (Parallel Track only: nothing is read again), the new plan's
-    # query begins after this file, at the stream's high-water mark there (µs).
-    start_after: str = ""
-    high_water: int | None = None
 
 
 @dataclass(frozen=True)
@@ -101,46 +77,25 @@ class RunSummary:
                               "to_spark_bytes": moved.to_spark_bytes}}
 
 
-def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: float = 60.0,
-        batch: float | None = None, source: str = "generator", catalog: str | None = None,
-        profile: str | None = None, store: str | Path = DEFAULT_PATH,
-        checkpoint: str | Path | None = None, resume: bool = False,
-        stop_after: int | None = None, stop_when: Callable[[], bool] | None = None,
-        topology: dict | None = None, warmup: float = 0.0, begin: float = 0.0,
-        spark_design: str = "built-in", available_now: bool = False,
+def run(spec: RunSpec, *, explanation: Explanation | None = None,
         on_batch: Callable[[BatchReport], None] | None = None,
-        explanation: Explanation | None = None, name: str | None = None,
-        lateness: float | None = None, stall_timeout: float = STALL_TIMEOUT,
-        gateway: str = "auto", steps: tuple[tuple[float, float], ...] = (),
-        takeover: Takeover | None = None, last_end: datetime | None = None,
-        on_start: Callable[[Mig], None] | None = None) -> RunSummary:
-    """Run ``query`` for ``duration`` seconds of event time at ``rate`` tuples/s (generator), or
-    over the files in the directory ``source``. ``batch`` is the event time per micro-batch
-    (default: one slide). ``resume`` continues from the checkpoint of an earlier run;
-    ``stop_after`` stops after that many micro-batches (to interrupt a run on purpose),
-    ``stop_when`` once it returns true (a benchmark gives up on a plan far from feasible);
-    ``warmup`` seconds of event time come first in micro-batches of a minute (benchmarks fill
-    the windows so before they measure); the generator skips the event time before ``begin``
-    (a benchmark that loaded the windows' state into the store directly resumes after it).
-    ``spark_design`` is how Spark evaluates its windowed operators (``rowstream.dsps.SPARK_DESIGNS``;
-    "buckets" applies to pure-Spark plans only). ``available_now`` reads the files that have landed
-    in ``source`` since the checkpoint's last batch and stops (Spark's availableNow trigger).
-    ``name`` names the run's schema in the store and its checkpoint (default: the query's);
-    the checkpoint defaults to ``checkpoints/<store>/<name>`` beside the store.
-    ``lateness`` is the allowed lateness L in seconds (default: the catalog's for the stream):
-    a window_end is evaluated once the stream's latest event less L has passed it, and a row
-    later than that goes to the quarantine (``rowstream/eventtime.py``). A run in which no
-    micro-batch finishes for ``stall_timeout`` seconds stops with an error (``Watchdog``).
-    ``gateway`` is how a landing directory is read (``landing_gateway``). ``steps``: the
-    generated stream's rate steps (``workload.smart_plugs.SmartPlugs``). ``takeover``: this run is a
-    plan that another one's run migrated to. ``last_end``: the last window_end it evaluates
-    (a plan that Parallel Track replaces). ``on_start`` gets the MIG once the query runs."""
-    if spark_design not in SPARK_DESIGNS and spark_design not in WHOLE_PLAN:
-        raise TandemError(f"Spark design {spark_design!r}: give one of {', '.join(SPARK_DESIGNS)}")
-    explanation = explanation or explain(query, rate=rate, catalog=catalog, profile=profile,
-                                         placement=placement, file_format=landing_format(source))
+        on_start: Callable[[Mig], None] | None = None,
+        stop_when: Callable[[], bool] | None = None) -> RunSummary:
+    """Run ``spec``. ``explanation``: its plan, explained already (the Airflow DAG's optimise
+    task, a benchmark); else ``spec``'s is explained here. ``on_batch`` gets each micro-batch's
+    report, ``on_start`` the MIG once the query runs; the run stops once ``stop_when`` returns
+    true (a benchmark gives up on a plan far from feasible). Within L a row counts exactly, a
+    later one goes to the quarantine (``rowstream/eventtime.py``); a run in which no micro-batch
+    finishes for ``spec.stall_timeout`` seconds stops with an error (``Watchdog``)."""
+    if spec.spark_design not in SPARK_DESIGNS and spec.spark_design not in WHOLE_PLAN:
+        raise TandemError(f"Spark design {spec.spark_design!r}: give one of "
+                          f"{', '.join(SPARK_DESIGNS)}")
+    explanation = explanation or explain(spec.query, rate=spec.rate, catalog=spec.catalog,
+                                         profile=spec.profile, placement=spec.placement,
+                                         file_format=landing_format(spec.source))
     physical = explanation.optimization.plan
-    name = name or explanation.query.stem
+    name = spec.name or explanation.query.stem
+    takeover, generated, store = spec.takeover, spec.generated, spec.store
     reports: list[BatchReport] = []
 
     def record(report: BatchReport) -> None:
@@ -148,86 +103,80 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
         if on_batch:
             on_batch(report)
 
-    generated = source == "generator"
     if takeover and not generated and (takeover.begin != takeover.replay_until
                                        or takeover.tables):
         raise TandemError("over a landing directory a run migrates by Parallel Track only: "
                           "its stream cannot be read again from an event time")
-    if not generated and not Path(source).is_dir():
-        raise TandemError(f"--source {source!r}: give 'generator' or a landing directory "
-                          "(CSV or Parquet files)")
     if not physical.logical.operators:
         raise TandemError("the query only windows a stream: give it an operator to run")
     streams = catalog_streams(explanation)
-    if lateness is None:
-        lateness = default_lateness(streams)
-    if lateness < 0:
-        raise TandemError(f"--lateness {lateness}: give a lateness of 0 seconds or more")
+    lateness = default_lateness(streams) if spec.lateness is None else spec.lateness
     deployment = deploy(physical)
     time_distance = min(s.time_distance for s in streams)
-    checkpoint = Path(checkpoint) if checkpoint else default_checkpoint(store, name)
+    checkpoint = Path(spec.checkpoint) if spec.checkpoint else default_checkpoint(store, name)
     columnar = ColumnarStore(store)
     try:
         # A resumed run reads the way its checkpoint's query did: Spark restores its source.
         # A plan that takes over over a landing directory begins after a file: the Python
         # data source's offsets are file names, Spark's own file source has none to begin at.
-        gateway = pair(checkpoint, columnar, name, resume, "generator" if generated else
-                       landing_gateway(source, deployment, "python" if takeover else gateway))
+        gateway = pair(checkpoint, columnar, name, spec.resume, "generator" if generated else
+                       landing_gateway(spec.source, deployment,
+                                       "python" if takeover else spec.gateway))
     except BaseException:
         columnar.close()
         raise
     slide = physical.logical.root.slide
-    span = batch or slide
+    span = spec.batch or slide
     native = gateway == "native"
     final_end = None
     if generated:
-        plugs = SmartPlugs(rate=rate, steps=steps, **(topology or {}))
-        final_end = EPOCH + timedelta(microseconds=last_window_end(plugs, duration, slide))
-    if last_end is not None:
-        final_end = min(final_end or last_end, last_end)
+        plugs = SmartPlugs(rate=spec.rate, steps=spec.steps, **(spec.topology or {}))
+        final_end = EPOCH + timedelta(microseconds=last_window_end(plugs, spec.duration, slide))
+    if spec.last_end is not None:
+        final_end = min(final_end or spec.last_end, spec.last_end)
 
     with _STARTING:  # concurrent runs (tandem verify --parallel) name their queries apart
         spark = spark_session(log=spark_log_path(store), master=spark_master())
         bridge = Mig(name, deployment, columnar, spark, explanation.fragments, record,
                      final_end=final_end,
-                     spark_design=spark_design, lateness=lateness, checkpoint=str(checkpoint),
+                     spark_design=spec.spark_design, lateness=lateness, checkpoint=str(checkpoint),
                      native=native, time_distance=time_distance,
                      **(taking_over(takeover, plugs.start if generated else 0, columnar, name,
-                                    resume) if takeover else {}))
-        if resume:
+                                    spec.resume) if takeover else {}))
+        if spec.resume:
             bridge.recover()
         if generated:
             # The last heartbeat goes far enough past the last window_end for chained operators.
             flush = max(w.size for w in windows(physical.logical.root)) + 10 * slide + lateness
             replay = ({"begin": takeover.begin, "warmup": takeover.replay_until,
                        "warmup_span": max(takeover.replay_until - takeover.begin, slide)}
-                      if takeover else {"begin": begin, "warmup": warmup})
-            stream = generator_stream(spark, rate=rate, duration=duration, span=span, slide=slide,
-                                      flush=flush, steps=format_steps(steps), **replay,
-                                      **(topology or {}))
+                      if takeover else {"begin": spec.begin, "warmup": spec.warmup})
+            stream = generator_stream(spark, rate=spec.rate, duration=spec.duration, span=span,
+                                      slide=slide, flush=flush, steps=format_steps(spec.steps),
+                                      **replay, **(spec.topology or {}))
         elif native:
-            stream = native_stream(spark, source)
+            stream = native_stream(spark, spec.source)
         else:
-            stream = landing_stream(spark, source, lateness=lateness, slide=slide,
+            stream = landing_stream(spark, spec.source, lateness=lateness, slide=slide,
                                     time_distance=time_distance,
                                     **({"start_after": takeover.start_after,
                                         "high_water": takeover.high_water} if takeover else {}))
         writer = (bridge.stream(stream).writeStream
                   .outputMode("append").foreachBatch(bridge)
                   .option("checkpointLocation", str(checkpoint)))
-        if available_now:
+        if spec.available_now:
             writer = writer.trigger(availableNow=True)
         started = time.perf_counter()
         handle = writer.queryName(_query_name(spark, name)).start()
     if on_start:
         on_start(bridge)
     dropped: dict[int, int] = {}  # Spark's rows dropped by watermark, per batch
-    watchdog = Watchdog(stall_timeout, spark_log_path(store))
+    watchdog = Watchdog(spec.stall_timeout, spark_log_path(store))
     try:
         try:
             while (handle.isActive and not bridge.finished and bridge.failure is None
-                   and (generated or available_now or not _drained(handle))):
-                if stop_after is not None and len(reports) >= stop_after:
+                   and (generated or spec.available_now or not _drained(handle))):
+                if spec.stop_after is not None and len(reports) >= spec.stop_after:
                     break
                 if stop_when is not None and stop_when():
                     bridge.paused = True  # what it has taken is evaluated; nothing more
@@ -270,7 +219,7 @@ def run(query: str, *, placement: str = "auto", rate: float = 1000.0, duration: 
                              gateway)
         columnar.record("runs", {
             "query": name, "logged_at": datetime.now(UTC).replace(tzinfo=None),
-            "source": source, "placement": physical.placement, "tuples": summary.tuples,
+            "source": spec.source, "placement": physical.placement, "tuples": summary.tuples,
             "batches": summary.batches, "result_rows": summary.result_rows,
             "quarantined": summary.quarantined, "late": summary.late, "rules": summary.rules,
             "wall_seconds": wall, "throughput": summary.throughput})
@@ -399,15 +348,10 @@ def landing_format(source: str) -> str | None:
     return native_format(source) if source != "generator" and Path(source).is_dir() else None
 
 
-GATEWAYS = ("auto", "native", "python")
-
-
 def landing_gateway(directory: str, deployment: Deployment, wanted: str) -> str:
     """How a run reads a landing directory: "native" (Spark's own file source,
     ``rowstream/native.py``) where it fits, else "python" (the Python data source). ``wanted``
     "auto" chooses so; "native" or "python" insists (``bench/gateways.py`` compares them)."""
-    if wanted not in GATEWAYS:
-        raise TandemError(f"--gateway {wanted}: give one of {', '.join(GATEWAYS)}")
     if wanted == "python":
         return wanted
     if fits(directory, deployment):

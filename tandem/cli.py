@@ -164,6 +164,7 @@ def run_command(
     from runtime.migration import parse_migrate_at, run_adaptive
     from runtime.run import by_rule, landing_format, run  # imports Spark: only to run
     from runtime.settings import spark_log_path, store_path
+    from runtime.spec import RunSpec
     from workload.smart_plugs import parse_steps
 
     store = store or str(store_path())
@@ -178,6 +179,10 @@ def run_command(
         if migrate_at and not adaptive:
             raise TandemError("--migrate-at migrates an adaptive run: give --adaptive too")
         forced = [parse_migrate_at(m) for m in migrate_at or []]
+        spec = RunSpec(query, placement=placement, rate=rate, duration=duration, batch=batch,
+                       source=source, catalog=catalog, profile=profile, store=store,
+                       resume=resume, spark_design=spark_design, lateness=lateness,
+                       stall_timeout=stall_timeout, gateway=gateway, steps=rate_steps)
     with user_errors(query):
         plan = explain(query, rate=rate, catalog=catalog, profile=profile, placement=placement,
                        file_format=landing_format(source))
@@ -229,11 +234,7 @@ def run_command(
                                        migrate_at=forced, resume=resume, on_batch=on_batch,
                                        on_migration=on_migration).combined()
             else:
-                summary = run(query, placement=placement, rate=rate, duration=duration,
-                              batch=batch, source=source, catalog=catalog, profile=profile,
-                              store=store, resume=resume, spark_design=spark_design,
-                              on_batch=on_batch, explanation=plan, lateness=lateness,
-                              stall_timeout=stall_timeout, gateway=gateway, steps=rate_steps)
+                summary = run(spec, explanation=plan, on_batch=on_batch)
     inspect = f"SELECT * FROM {summary.results_table} ORDER BY window_end LIMIT 20"
     console.print()
     console.print(

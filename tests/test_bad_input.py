@@ -15,6 +15,7 @@ from benchmarking import reference
 from columnar.store import ColumnarStore
 from optimizer import optimize
 from runtime.run import run
+from runtime.spec import RunSpec
 from tests.bad_input import plant, plant_csv, plant_parquet
 from tests.conftest import lost_and_duplicated, query_sql
 from tests.test_reference import assert_same_rows
@@ -70,8 +71,8 @@ def test_bad_csv_input_through_the_native_gateway(tmp_path, planted_csv, catalog
 def assert_quarantined_and_exact(tmp_path, planted, catalog, profile, reliability, name,
                                  placement, gateway):
     landing, expected = planted
-    summary = run(name, placement=placement, source=str(landing), lateness=LATENESS,
-                  store=tmp_path / "tandem.duckdb", checkpoint=tmp_path / "checkpoint")
+    summary = run(RunSpec(name, placement=placement, source=str(landing), lateness=LATENESS,
+                          store=tmp_path / "tandem.duckdb", checkpoint=tmp_path / "checkpoint"))
     with ColumnarStore(tmp_path / "tandem.duckdb") as store:
         got = pl.from_arrow(store.results(name))
         quarantined = dict(store.con.sql(

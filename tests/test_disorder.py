@@ -132,11 +132,12 @@ def assert_exact_over_disorder(tmp_path, landing, catalog, profile, reliability,
     smaller L every reading is processed or quarantined as late, and the rows are the
     reference's over the readings that were not late. The two runs share the Spark session."""
     from runtime.run import run
+    from runtime.spec import RunSpec
 
     def one(lateness: float):
-        return lateness, run(name, placement=placement, source=str(landing), lateness=lateness,
-                             store=tmp_path / f"{lateness}.duckdb",
-                             checkpoint=tmp_path / f"{lateness}.checkpoint")
+        return lateness, run(RunSpec(name, placement=placement, source=str(landing),
+                                     lateness=lateness, store=tmp_path / f"{lateness}.duckdb",
+                                     checkpoint=tmp_path / f"{lateness}.checkpoint"))
 
     with ThreadPoolExecutor(2) as pool:
         summaries = dict(pool.map(one, (WHOLE, SHORT)))

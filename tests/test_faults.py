@@ -22,6 +22,7 @@ from columnar.store import ColumnarStore
 from optimizer import optimize
 from optimizer.errors import TandemError
 from runtime.run import run
+from runtime.spec import RunSpec
 from tests.conftest import lost_and_duplicated, query_sql
 from tests.crash.points import JVM, environment
 from tests.test_reference import assert_same_rows
@@ -35,8 +36,8 @@ PLACEMENT = "select_1=spark,aggregate_1=spark,aggregate_2=duckdb"  # state in bo
 
 
 def q5(tmp_path, **kwargs):
-    return run("q5", placement=PLACEMENT, rate=RATE, duration=DURATION, batch=BATCH,
-               topology=SMALL, store=tmp_path / "t.duckdb", **kwargs)
+    return run(RunSpec("q5", placement=PLACEMENT, rate=RATE, duration=DURATION, batch=BATCH,
+                       topology=SMALL, store=tmp_path / "t.duckdb", **kwargs))
 
 
 def assert_reference_rows(store, catalog, profile, reliability, fault: str):

@@ -13,6 +13,7 @@ from columnar.store import ColumnarStore
 from rowstream.mig import EPOCH
 from runtime.explain import explain
 from runtime.run import run
+from runtime.spec import RunSpec
 from tests.test_reference import assert_same_rows
 from tests.test_run import RATE, TOPOLOGY, results, truth  # noqa: F401 (a fixture)
 from workload.smart_plugs import DEBS_START, SmartPlugs
@@ -40,9 +41,9 @@ def test_preloaded_windows_give_the_reference_rows(tmp_path, truth, name, placem
     # of its last seconds are left for the run to evaluate, as a run that got there would.
     preload(store, plan, SmartPlugs(rate=RATE, **TOPOLOGY).batches(WARM, 50), WARM, lateness)
     store.close()
-    run(name, rate=RATE, duration=DURATION, batch=50, topology=TOPOLOGY, warmup=WARM,
-        begin=WARM, resume=True, store=tmp_path / "t.duckdb", checkpoint=tmp_path / "cp",
-        explanation=plan, lateness=lateness)
+    run(RunSpec(name, rate=RATE, duration=DURATION, batch=50, topology=TOPOLOGY, warmup=WARM,
+                begin=WARM, resume=True, store=tmp_path / "t.duckdb",
+                checkpoint=tmp_path / "cp", lateness=lateness), explanation=plan)
     root = plan.optimization.logical.root
     after = EPOCH + timedelta(seconds=DEBS_START + WARM - lateness)
     want = truth.result(root).filter(pl.col("window_end") > after)

@@ -143,6 +143,7 @@ def test_directories_of_one_format_and_stateless_spark_parts_are_read_natively(t
 
 def test_a_run_reads_natively_where_it_fits_unless_told_otherwise(tmp_path):
     from runtime.run import landing_gateway  # imports pyspark, starts no Spark
+    from runtime.spec import RunSpec
 
     stateless = deploy(explain("q5", placement="duckdb").optimization.plan)
     stateful = deploy(explain("q5", placement="spark").optimization.plan)
@@ -153,4 +154,4 @@ def test_a_run_reads_natively_where_it_fits_unless_told_otherwise(tmp_path):
     with pytest.raises(TandemError, match="--gateway native: Spark's own file sources read"):
         landing_gateway(str(tmp_path), stateful, "native")
     with pytest.raises(TandemError, match="--gateway rust: give one of auto, native, python"):
-        landing_gateway(str(tmp_path), stateless, "rust")
+        RunSpec("q5", source=str(tmp_path), gateway="rust")  # refused before anything runs

@@ -76,9 +76,11 @@ def test_the_last_window_completes_when_no_batch_heartbeat_lies_in_it(tmp_path, 
 
 def assert_short_q1_exact(tmp_path, short_q1, placement: str, span: float, duration: float):
     from runtime.run import run
+    from runtime.spec import RunSpec
 
-    summary = run(str(short_q1), placement=placement, rate=RATE, duration=duration, batch=span,
-                  topology=SMALL, store=tmp_path / "t.duckdb", stall_timeout=300)
+    summary = run(RunSpec(str(short_q1), placement=placement, rate=RATE, duration=duration,
+                          batch=span, topology=SMALL, store=tmp_path / "t.duckdb",
+                          stall_timeout=300))
     root = optimize(SHORT_Q1, load_catalog(QUERIES / "catalog.toml"), load_profile()).logical.root
     stream = {"plugs": pl.from_arrow(SmartPlugs(rate=RATE, **SMALL).between(0, duration))}
     with ColumnarStore(tmp_path / "t.duckdb") as store:

@@ -15,6 +15,7 @@ from optimizer import optimize
 from optimizer.errors import TandemError
 from runtime.explain import explain
 from runtime.run import run
+from runtime.spec import RunSpec
 from tests.conftest import ROOT, query_sql
 from tests.matrix import matrix
 from tests.test_reference import assert_same_rows
@@ -39,9 +40,14 @@ def results(store_path, name: str) -> pl.DataFrame:
         return pl.from_arrow(store.results(name))
 
 
+HOOKS = ("explanation", "on_batch", "on_start", "stop_when")  # run's, beside the spec
+
+
 def run_small(name, tmp_path, **kwargs):
-    return run(name, rate=RATE, duration=DURATION, batch=BATCH, topology=TOPOLOGY,
-               store=tmp_path / "tandem.duckdb", checkpoint=tmp_path / "checkpoint", **kwargs)
+    hooks = {k: kwargs.pop(k) for k in HOOKS if k in kwargs}
+    return run(RunSpec(name, rate=RATE, duration=DURATION, batch=BATCH, topology=TOPOLOGY,
+                       store=tmp_path / "tandem.duckdb", checkpoint=tmp_path / "checkpoint",
+                       **kwargs), **hooks)
 
 
 # Of a sample of 8 placements that holds pure-Spark, pure-DuckDB and the optimiser's plan, one
