@@ -36,11 +36,9 @@ system-packages:
 	    exit 1; \
 	  fi; fi
 
-# Two test processes (pytest-xdist), each module on one of them: a module's Spark session,
-# cluster or Airflow is started once.
 test: $(STAMP) system-packages
 	$(BIN)/lint-imports --no-cache
-	$(BIN)/python -m pytest -q -n 2 --dist loadscope
+	$(BIN)/python -m pytest -q
 
 # Every placement of the integration tests' samples, not one per class (tests/matrix.py).
 test-matrices: $(STAMP) system-packages

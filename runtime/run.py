@@ -114,65 +114,60 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
     deployment = deploy(physical)
     time_distance = min(s.time_distance for s in streams)
     checkpoint = Path(spec.checkpoint) if spec.checkpoint else default_checkpoint(store, name)
-    columnar = ColumnarStore(store)
-    try:
+    with ColumnarStore(store) as columnar:
         # A resumed run reads the way its checkpoint's query did: Spark restores its source.
         # A plan that takes over over a landing directory begins after a file: the Python
         # data source's offsets are file names, Spark's own file source has none to begin at.
         gateway = pair(checkpoint, columnar, name, spec.resume, "generator" if generated else
                        landing_gateway(spec.source, deployment,
                                        "python" if takeover else spec.gateway))
-    except BaseException:
-        columnar.close()
-        raise
-    slide = physical.logical.root.slide
-    span = spec.batch or slide
-    native = gateway == "native"
-    final_end = None
-    if generated:
-        plugs = SmartPlugs(rate=spec.rate, steps=spec.steps, **(spec.topology or {}))
-        final_end = EPOCH + timedelta(microseconds=last_window_end(plugs, spec.duration, slide))
-    if spec.last_end is not None:
-        final_end = min(final_end or spec.last_end, spec.last_end)
-
-    with _STARTING:  # concurrent runs (tandem verify --parallel) name their queries apart
-        spark = spark_session(log=spark_log_path(store), master=spark_master())
-        bridge = Mig(name, deployment, columnar, spark, explanation.fragments, record,
-                     final_end=final_end,
-                     spark_design=spec.spark_design, lateness=lateness, checkpoint=str(checkpoint),
-                     native=native, time_distance=time_distance,
-                     **(taking_over(takeover, plugs.start if generated else 0, columnar, name,
-                                    spec.resume) if takeover else {}))
-        if spec.resume:
-            bridge.recover()
+        slide = physical.logical.root.slide
+        span = spec.batch or slide
+        native = gateway == "native"
+        final_end = None
         if generated:
-            # The last heartbeat goes far enough past the last window_end for chained operators.
-            flush = max(w.size for w in windows(physical.logical.root)) + 10 * slide + lateness
-            replay = ({"begin": takeover.begin, "warmup": takeover.replay_until,
-                       "warmup_span": max(takeover.replay_until - takeover.begin, slide)}
-                      if takeover else {"begin": spec.begin, "warmup": spec.warmup})
-            stream = generator_stream(spark, rate=spec.rate, duration=spec.duration, span=span,
-                                      slide=slide, flush=flush, steps=format_steps(spec.steps),
-                                      **replay, **(spec.topology or {}))
-        elif native:
-            stream = native_stream(spark, spec.source)
-        else:
-            stream = landing_stream(spark, spec.source, lateness=lateness, slide=slide,
-                                    time_distance=time_distance,
-                                    **({"start_after": takeover.start_after,
-                                        "high_water": takeover.high_water} if takeover else {}))
-        writer = (bridge.stream(stream).writeStream
-                  .outputMode("append").foreachBatch(bridge)
-                  .option("checkpointLocation", str(checkpoint)))
-        if spec.available_now:
-            writer = writer.trigger(availableNow=True)
-        started = time.perf_counter()
-        handle = writer.queryName(_query_name(spark, name)).start()
-    if on_start:
-        on_start(bridge)
-    dropped: dict[int, int] = {}  # Spark's rows dropped by watermark, per batch
-    watchdog = Watchdog(spec.stall_timeout, spark_log_path(store))
-    try:
+            plugs = SmartPlugs(rate=spec.rate, steps=spec.steps, **(spec.topology or {}))
+            final_end = EPOCH + timedelta(microseconds=last_window_end(plugs, spec.duration, slide))
+        if spec.last_end is not None:
+            final_end = min(final_end or spec.last_end, spec.last_end)
+
+        with _STARTING:  # concurrent runs (tandem verify --parallel) name their queries apart
+            spark = spark_session(log=spark_log_path(store), master=spark_master())
+            bridge = Mig(name, deployment, columnar, spark, explanation.fragments, record,
+                         final_end=final_end,
+                         spark_design=spec.spark_design, lateness=lateness, checkpoint=str(checkpoint),
+                         native=native, time_distance=time_distance,
+                         **(taking_over(takeover, plugs.start if generated else 0, columnar, name,
+                                        spec.resume) if takeover else {}))
+            if spec.resume:
+                bridge.recover()
+            if generated:
+                # The last heartbeat goes far enough past the last window_end for chained operators.
+                flush = max(w.size for w in windows(physical.logical.root)) + 10 * slide + lateness
+                replay = ({"begin": takeover.begin, "warmup": takeover.replay_until,
+                           "warmup_span": max(takeover.replay_until - takeover.begin, slide)}
+                          if takeover else {"begin": spec.begin, "warmup": spec.warmup})
+                stream = generator_stream(spark, rate=spec.rate, duration=spec.duration, span=span,
+                                          slide=slide, flush=flush, steps=format_steps(spec.steps),
+                                          **replay, **(spec.topology or {}))
+            elif native:
+                stream = native_stream(spark, spec.source)
+            else:
+                stream = landing_stream(spark, spec.source, lateness=lateness, slide=slide,
+                                        time_distance=time_distance,
+                                        **({"start_after": takeover.start_after,
+                                            "high_water": takeover.high_water} if takeover else {}))
+            writer = (bridge.stream(stream).writeStream
+                      .outputMode("append").foreachBatch(bridge)
+                      .option("checkpointLocation", str(checkpoint)))
+            if spec.available_now:
+                writer = writer.trigger(availableNow=True)
+            started = time.perf_counter()
+            handle = writer.queryName(_query_name(spark, name)).start()
+        if on_start:
+            on_start(bridge)
+        dropped: dict[int, int] = {}  # Spark's rows dropped by watermark, per batch
+        watchdog = Watchdog(spec.stall_timeout, spark_log_path(store))
         try:
             while (handle.isActive and not bridge.finished and bridge.failure is None
                    and (generated or spec.available_now or not _drained(handle))):
@@ -223,8 +218,6 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
             "batches": summary.batches, "result_rows": summary.result_rows,
             "quarantined": summary.quarantined, "late": summary.late, "rules": summary.rules,
             "wall_seconds": wall, "throughput": summary.throughput})
-    finally:
-        columnar.close()
     return summary
 
 
