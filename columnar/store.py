@@ -8,7 +8,7 @@ Each query has a schema of its own (``q_<name>``) holding
 * ``results``: the result rows with the micro-batch that produced them, written so that
   replaying a batch after a restart replaces its rows instead of adding them again;
 * ``progress``, a row per micro-batch, and ``quarantine``, the rows a source could not read or
-  that arrived late, with their ``check``, ``reason`` and ``origin``;
+  that arrived late, with their ``rule``, ``reason`` and ``origin``;
 * ``run``, the id of the run whose state the schema holds (its Spark checkpoint names it too).
 
 The schema ``tandem_log`` logs the runs (``runs``) and the plans the optimiser chose (``plans``).

@@ -104,8 +104,9 @@ class _GeneratorReader(DataSourceStreamReader):
         if partition.batch < self.data_batches:
             begin, end = self.bounds[partition.batch], self.bounds[partition.batch + 1]
             beats = [heartbeat((plugs.start + end) * 1_000_000)]
-            last_end = last_window_end(plugs, self.duration, self.slide)
-            if partition.batch == self.data_batches - 1 and last_end - 1 < beats[0]["ts"][0].value:
+            last_end = (last_window_end(plugs, self.duration, self.slide)
+                        if partition.batch == self.data_batches - 1 else None)
+            if last_end is not None and last_end - 1 < beats[0]["ts"][0].value:
                 # The last window_end's own heartbeat (in its last microsecond): a heartbeat at
                 # the span's end lies in no window that ends at or before it, and Spark's
                 # aggregates emit no window after the last window_end. With spans longer than
