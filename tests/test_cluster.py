@@ -84,15 +84,18 @@ def assert_reference_rows(store: Path, query: str, truth, catalog, profile) -> N
     assert_same_rows(got.select(root.columns), want)
 
 
-@pytest.mark.parametrize("query", ["q1", "q3", "q5"])
+# Each placement once, over Q1, Q3 and Q5: the placement decides what runs in the executors
+# (Spark's operators, the exchange, the partitions' DuckDBs), the query only which operators,
+# and the queries' placements are checked locally against the reference (tests/matrix.py).
+@pytest.mark.parametrize("query, placement", zip(("q1", "q3", "q5", "q1"), PLACEMENTS,
+                                                  strict=True))
 def test_every_placement_on_the_cluster_gives_the_reference_rows(cluster, landing, truth,
                                                                  catalog, profile, tmp_path,
-                                                                 query):
-    for placement in PLACEMENTS:
-        store = tmp_path / placement / "tandem.duckdb"
-        done = tandem(cluster.url, *run_args(query, placement, landing, store))
-        assert done.returncode == 0, done.stderr[-3000:]
-        assert_reference_rows(store, query, truth, catalog, profile)
+                                                                 query, placement):
+    store = tmp_path / "tandem.duckdb"
+    done = tandem(cluster.url, *run_args(query, placement, landing, store))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert_reference_rows(store, query, truth, catalog, profile)
     # The driver ran its tasks on the cluster's executors, not in a local Spark.
     assert cluster.state()["completedapps"], "no application completed on the cluster"
 
