@@ -134,9 +134,8 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
         with _STARTING:  # concurrent runs (tandem verify --parallel) name their queries apart
             spark = spark_session(log=spark_log_path(store), master=spark_master())
             bridge = Mig(name, deployment, columnar, spark, explanation.fragments, record,
-                         final_end=final_end,
-                         spark_design=spec.spark_design, lateness=lateness, checkpoint=str(checkpoint),
-                         native=native, time_distance=time_distance,
+                         final_end=final_end, spark_design=spec.spark_design, lateness=lateness,
+                         checkpoint=str(checkpoint), native=native, time_distance=time_distance,
                          **(taking_over(takeover, plugs.start if generated else 0, columnar, name,
                                         spec.resume) if takeover else {}))
             if spec.resume:

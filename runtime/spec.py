@@ -1,6 +1,6 @@
 """What a run is, as one value: ``RunSpec``, built once from the CLI's options or a DAG's
 parameters and handed to ``runtime.run.run``. Plans that a run migrates to, micro-batch runs and
-benchmarks derive theirs from it with ``dataclasses.replace``. It imports no engine: the CLI and
+benchmarks derive theirs from it with ``dataclasses.replace``. It imports no Spark: the CLI and
 the operators build it before anything starts Spark."""
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ class RunSpec:
             raise TandemError(f"--lateness {self.lateness:g}: give a lateness of 0 seconds or more")
         if self.batch is not None and self.batch <= 0:
             raise TandemError(f"--batch {self.batch:g}: give a positive span of event time")
-        if self.source != "generator" and not Path(self.source).is_dir():
+        if not self.generated and not Path(self.source).is_dir():
             raise TandemError(f"--source {self.source!r}: give 'generator' or a landing directory "
                               "(CSV or Parquet files)")
 

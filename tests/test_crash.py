@@ -17,9 +17,9 @@ import pytest
 from benchmarking import reference
 from benchmarking.verify import SMALL
 from columnar.store import ColumnarStore
-from optimizer import optimize
+from optimizer import load_catalog, load_profile, optimize
 from rowstream.eventtime import LATE, US, watermark
-from tests.conftest import lost_and_duplicated, query_sql
+from tests.conftest import QUERIES, lost_and_duplicated, query_sql
 from tests.crash.points import POINTS, environment
 from tests.test_reference import assert_same_rows
 from workload.disorder import Disorder
@@ -73,7 +73,8 @@ def expected(files: list[Path]) -> tuple[pl.DataFrame, list[int]]:
         late += rows.filter(is_late)["id"].to_list()
         admitted = rows.filter(~is_late)["us"].max()
         high = max(t for t in (high, admitted) if t is not None)
-    root = optimize(query_sql("q5"), *_catalog_and_profile()).logical.root
+    root = optimize(query_sql("q5"), load_catalog(QUERIES / "catalog.toml"),
+                    load_profile()).logical.root
     step = round(root.slide * US)
     last_end = (high // 1000 * 1000 - lateness) // step * step
     on_time = readings.filter(~pl.col("id").is_in(late))
@@ -81,12 +82,6 @@ def expected(files: list[Path]) -> tuple[pl.DataFrame, list[int]]:
         pl.col("window_end").dt.epoch("us") <= last_end)
     assert want.height > 0 and late
     return want.select(root.columns), sorted(late)
-
-
-def _catalog_and_profile():
-    from optimizer import load_catalog, load_profile
-
-    return load_catalog(ROOT / "queries" / "catalog.toml"), load_profile()
 
 
 def assert_exact(got: tuple[pl.DataFrame, list[int]], want: tuple[pl.DataFrame, list[int]],
