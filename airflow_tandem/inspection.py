@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from columnar.inspect import explain_fragment
-from columnar.store import ColumnarStore, StoreBusy, schema_name
+from columnar.store import LOG_SCHEMA, QUARANTINE, ColumnarStore, StoreBusy, schema_name
 from optimizer import load_catalog
 from runtime import settings
 from runtime.explain import explain
@@ -108,10 +108,11 @@ def data_quality(names: list[str], store: Path, limit: int = 12) -> tuple[list[d
             "WHERE suite = 'tandem_input' OR target IN (SELECT unnest(?)) "
             "GROUP BY suite, target ORDER BY validated_at DESC, target DESC LIMIT ?",
             [tables, limit]) if columnar.logged(VALIDATIONS) else []
-        quarantine = [row for n in names if columnar.has_table(n, "quarantine")
-                      for row in columnar.query(
-                          f"SELECT '{n}' AS runs, rule, count(*) AS rows FROM "
-                          f"{schema_name(n)}.quarantine GROUP BY rule ORDER BY rows DESC")]
+        quarantine = columnar.query(
+            f"SELECT query AS runs, rule, count(*) AS rows FROM {LOG_SCHEMA}.{QUARANTINE} "
+            "WHERE query IN (SELECT unnest(?)) GROUP BY query, rule "
+            "ORDER BY list_position(?, query), rows DESC", [names, names]
+        ) if columnar.logged(QUARANTINE) else []
     for v in validations:
         v["target"] = Path(v["target"]).name if v["suite"] == "tandem_input" else v["target"]
     return validations, quarantine

@@ -127,8 +127,8 @@ class MicroBatchOperator(StoreOperator):
                                  store=settings.store_path(), lateness=_number(self.lateness))
         self.log.info("%s: %d new files, %d tuples, %d result rows into %s, %d quarantined "
                       "(%d late)", summary.query, len(summary.files), summary.tuples,
-                      summary.result_rows, summary.results_table, summary.quarantined,
-                      summary.late)
+                      summary.result_rows, summary.results_table, summary.quarantined.total,
+                      summary.quarantined.late)
         return summary.to_json()
 
 
@@ -142,10 +142,10 @@ class ValidateLandingOperator(StoreOperator):
 
         report = validate_landed(settings.landing_dir(), settings.store_path())
         for f in report:
-            self.log.info("%s: %d rows, %d quarantined %s", f.file, f.rows, f.quarantined,
-                          f.by_rule or "")
+            self.log.info("%s: %d rows, %d quarantined %s", f.file, f.rows,
+                          f.quarantined.total, dict(f.quarantined.rules) or "")
         return {"files": len(report), "rows": sum(f.rows for f in report),
-                "quarantined": sum(f.quarantined for f in report)}
+                "quarantined": sum(f.quarantined.total for f in report)}
 
 
 class ValidateOperator(StoreOperator):

@@ -20,12 +20,13 @@ from pyspark.sql.classic.dataframe import DataFrame
 from benchmarking.measure import capacity
 from columnar.store import ColumnarStore
 from rowstream.mig import Mig
+from rowstream.native import NativeJudge
 from runtime.explain import explain
 
 # (class, method, what it is): timed by wrapping the method, nothing else changes.
 STEPS = [(Mig, "_arrive", "arrival: Spark's job, toArrow and DuckDB's appends"),
          (DataFrame, "toArrow", "  of which toArrow (the Spark job)"),
-         (Mig, "_judge", "  of which the input suite and lateness (native gateway)"),
+         (NativeJudge, "__call__", "  of which the input suite and lateness (native gateway)"),
          (ColumnarStore, "append_input", "  of which DuckDB appends"),
          (Mig, "_wait", "foreachBatch waiting for the previous evaluation"),
          (Mig, "_evaluate_batch", "evaluation: the DB-ops, commit and purge"),

@@ -146,7 +146,7 @@ results trail the stream by L plus up to one slide, and a micro-batch. Measured 
 each run, the last evaluated window_end trails the latest reading {lag or 'n/a'}. The runs that
 trail by more are those where Spark joins rows with the windows that hold them (pure-Spark Q1):
 Spark delays such a join's output watermark by the window size, so its last windows are
-emitted only once later files move event time on (`rowstream/sources.py`).
+emitted only once later files move event time on (`rowstream/landing_source.py`).
 
 {rows('disorder', ['query', 'placement', 'gateway', 'lateness', 'readings', 'late', 'exact', 'rows_lost', 'rows_duplicated', 'output_lag_seconds'])}
 

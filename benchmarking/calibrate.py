@@ -172,8 +172,8 @@ def _gateway(spark, rate: float, seconds: int, file_format: str = "parquet") -> 
     in the parse, which every job repeats."""
     import polars as pl
 
+    from rowstream.gateway import COLUMNS
     from rowstream.native import JUDGED, admit_batch, native_stream
-    from rowstream.sources import COLUMNS
 
     rows: list[dict] = []
     left: list[float] = []  # when the last micro-batch's jobs ended
@@ -185,7 +185,7 @@ def _gateway(spark, rate: float, seconds: int, file_format: str = "parquet") -> 
         # "read" moves every row to the MIG and judges it, as the native gateway does; the
         # others differ from "scan" only in what they move.
         row["read"] = _time(lambda: admit_batch(
-            pl.from_arrow(batch.select(*JUDGED).toArrow()), [], high_water=None,
+            pl.from_arrow(batch.select(*JUDGED).toArrow()), high_water=None,
             lateness=0.0, slide=1.0, time_distance=DEFAULT_TIME_DISTANCE))
         if file_format == "parquet":
             none = "plug_id < 0"

@@ -27,8 +27,9 @@ from columnar.fragment_sql import input_table, rows_kept
 from columnar.store import ColumnarStore
 from optimizer.deployment import deploy
 from optimizer.logical import stateless_rows
-from rowstream.mig import EPOCH, STREAM
-from rowstream.sources import WARMUP_SPAN
+from rowstream.gateway import STREAM
+from rowstream.generator import WARMUP_SPAN
+from rowstream.mig import EPOCH
 from runtime.explain import Explanation
 from runtime.run import catalog_streams, default_lateness, run, scratch
 from runtime.spec import RunSpec

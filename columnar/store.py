@@ -7,11 +7,12 @@ Each query has a schema of its own (``q_<name>``) holding
 * ``window_ends``, the window ends of the current evaluation;
 * ``results``: the result rows with the micro-batch that produced them, written so that
   replaying a batch after a restart replaces its rows instead of adding them again;
-* ``progress``, a row per micro-batch, and ``quarantine``, the rows a source could not read or
-  that arrived late, with their ``rule``, ``reason`` and ``origin``;
+* ``progress``, a row per micro-batch;
 * ``run``, the id of the run whose state the schema holds (its Spark checkpoint names it too).
 
-The schema ``tandem_log`` logs the runs (``runs``) and the plans the optimiser chose (``plans``).
+The schema ``tandem_log`` logs the runs (``runs``) and the plans the optimiser chose (``plans``),
+and holds the one quarantine (``quarantine``): the rows a run's gateway or Great Expectations'
+landing validation could not admit, with their ``rule``, ``reason`` and ``origin``.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from optimizer.errors import TandemError
 
 DEFAULT_PATH = Path(".tandem/tandem.duckdb")
 LOG_SCHEMA = "tandem_log"  # the runs and plans of every query
+QUARANTINE = "quarantine"  # of tandem_log: every row a gateway or the landing validation refused
 
 
 @dataclass(frozen=True)
@@ -118,15 +120,22 @@ class ColumnarStore:
         """The query's schema with window_ends and progress; ``fresh`` drops an earlier run's."""
         schema = schema_name(query)
         if fresh:
-            self._run(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-            # In place: cursors share the set.
-            self._created.difference_update([t for t in self._created
-                                             if t.startswith(f"{schema}.")])
+            self.forget(query)
         self._run(f"CREATE SCHEMA IF NOT EXISTS {schema}")
         self._run(f"CREATE TABLE IF NOT EXISTS {schema}.{WINDOW_ENDS} (window_end TIMESTAMP)")
         self._run(f"CREATE TABLE IF NOT EXISTS {schema}.progress (batch_id BIGINT, "
                   "first_ts TIMESTAMP, last_end TIMESTAMP, frontiers JSON)")
         return schema
+
+    def forget(self, query: str) -> None:
+        """Drop the query's schema and its rows in the quarantine."""
+        schema = schema_name(query)
+        self._run(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        # In place: cursors share the set.
+        self._created.difference_update([t for t in self._created
+                                         if t.startswith(f"{schema}.")])
+        if self.logged(QUARANTINE):
+            self._run(f"DELETE FROM {LOG_SCHEMA}.{QUARANTINE} WHERE query = ?", [query])
 
     def start_run(self, query: str) -> str:
         """Name the run that the query's schema now holds (its checkpoint names it too)."""
@@ -359,6 +368,30 @@ class ColumnarStore:
             self._run(f"CREATE TABLE IF NOT EXISTS {table} AS SELECT * FROM __rows LIMIT 0")
             self._run(f"DELETE FROM {table} WHERE target = ?", [target])
             self._run(f"INSERT INTO {table} BY NAME SELECT * FROM __rows")
+
+    def quarantine(self, rows: pa.Table, *, query: str | None = None,
+                   batch_id: int | None = None, target: str | None = None) -> None:
+        """Put rows in the quarantine (``tandem_log.quarantine``): those the gateway of the run
+        ``query`` found in micro-batch ``batch_id``, or those Great Expectations' landing
+        validation found in the file ``target``. ``rows``: the stream's columns, ``rule``,
+        ``reason`` and ``origin``. Writing a batch or a file again replaces its rows: a replayed
+        batch or a file validated again does not add them twice."""
+        table = f"{LOG_SCHEMA}.{QUARANTINE}"
+        keys = {"query": query, "batch_id": batch_id, "target": target}
+        self._run(f"CREATE SCHEMA IF NOT EXISTS {LOG_SCHEMA}")
+        with self._view("__rows", rows), self._transaction():
+            if table not in self._created:
+                self._run(f"CREATE TABLE IF NOT EXISTS {table} AS SELECT NULL::VARCHAR AS query, "
+                          "NULL::BIGINT AS batch_id, NULL::VARCHAR AS target, * FROM __rows "
+                          "LIMIT 0")
+                self._created.add(table)
+            self._run(f"DELETE FROM {table} WHERE "
+                      + " AND ".join(f"{k} IS NOT DISTINCT FROM ?" for k in keys),
+                      list(keys.values()))
+            if rows.num_rows:
+                self._run(f"INSERT INTO {table} BY NAME SELECT ?::VARCHAR AS query, "
+                          "?::BIGINT AS batch_id, ?::VARCHAR AS target, * FROM __rows",
+                          list(keys.values()))
 
     def logged_targets(self, log: str, suite: str) -> set[str]:
         """The targets that the log ``log`` holds outcomes of ``suite`` for."""

@@ -79,12 +79,20 @@ def unreadable(path: Path, err: Exception) -> pl.DataFrame:
 def _read_csv(path: Path) -> pl.DataFrame:
     # Bytes that are not UTF-8 spoil their line only, which is then quarantined. Lines end as
     # Hadoop's line reader (Spark's text source, the native gateway) ends them, at \n, \r\n
-    # or \r, and a byte-order mark before the first is not text of it.
-    text = path.read_bytes().decode("utf-8-sig", errors="replace")
+    # or \r.
+    text = path.read_bytes().decode("utf-8", errors="replace")
     lines = _LINE_END.split(text.removesuffix("\n").removesuffix("\r")) if text else []
+    return csv_frame(pl.Series("line", lines, pl.String), path.name)
+
+
+def csv_frame(lines: pl.Series, name: str) -> pl.DataFrame:
+    """The landed frame of the CSV file ``name`` from its lines, in order (the native gateway
+    has them from Spark's text source)."""
+    if lines.len() and lines[0].startswith("\ufeff"):  # a byte-order mark is not text of it
+        lines = pl.Series("line", [lines[0][1:]], pl.String).append(lines.slice(1))
     # The DEBS 2014 files have no header line; Tandem's generator writes one.
-    header = bool(lines) and lines[0].replace(" ", "").lower() == ",".join(FIELDS)
-    lines = pl.Series("line", lines[header:], pl.String)
+    header = bool(lines.len()) and lines[0].replace(" ", "").lower() == ",".join(FIELDS)
+    lines = lines.slice(int(header))
     frame = pl.DataFrame({"fields": lines.str.split(",")}).with_row_index("n", offset=1 + header)
     raw = {f: pl.col("fields").list.get(i, null_on_oob=True).str.strip_chars()
            for i, f in enumerate(FIELDS)}
@@ -100,7 +108,7 @@ def _read_csv(path: Path) -> pl.DataFrame:
         pl.col("fields").list.len().cast(pl.Int32).alias("fields"),
         *[text.alias(f"raw_{f}") for f, text in raw.items()],
         *[parsed[c].alias(c) for c in STREAM],
-        pl.format("{}:{}", pl.lit(path.name), pl.col("n")).alias("origin"))
+        pl.format("{}:{}", pl.lit(name), pl.col("n")).alias("origin"))
 
 
 def _read_parquet(path: Path) -> pl.DataFrame:

@@ -40,9 +40,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import reduce
-from pathlib import Path
 
-import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
@@ -57,20 +55,26 @@ from columnar.fragment_sql import (
     rows_kept,
 )
 from columnar.store import ColumnarStore
-from optimizer.catalog import DEFAULT_TIME_DISTANCE
 from optimizer.deployment import Deployment
 from optimizer.errors import TandemError
 from optimizer.keys import partition_keys
 from optimizer.logical import Aggregate, LogicalPlan, Node, signature
 from rowstream.buckets import WHOLE_PLAN
 from rowstream.dsps import HEARTBEAT, Streaming, apply
-from rowstream.eventtime import EPOCH, LATE, watermark
-from rowstream.landing import batch_files, landed_files
-from rowstream.native import JUDGED, Admission, admit_batch, unread_files
+from rowstream.eventtime import EPOCH, watermark
+from rowstream.gateway import (
+    QUARANTINE,
+    QUARANTINED,
+    STREAM,
+    Gateway,
+    Judge,
+    Quarantined,
+    admitted_rows,
+    quarantined_rows,
+)
 from rowstream.partitioned import (
     FILE_READ,
     SUMMARY,
-    WHOLE_FILES,
     PartitionedOp,
     any_of,
     judged_in_executors,
@@ -78,12 +82,10 @@ from rowstream.partitioned import (
     stream_summary,
 )
 from rowstream.relations import naive, relation_rows, utc_instants
-from rowstream.sources import QUARANTINED
 
-STREAM = "stream"  # the crossing id of the stream's own event times
 SPARK_PART = "spark"  # BatchReport.timings: Spark's part of a micro-batch
-HIGH_WATER = "high_water"  # with the native gateway: the latest admitted event (progress)
-QUARANTINE = "quarantine"  # rows a source could not read, with their reason and origin
+# The stream's latest admitted event, where the gateway, not its Spark source, keeps it (progress).
+HIGH_WATER = "high_water"
 
 
 @dataclass
@@ -116,10 +118,8 @@ class BatchReport:
     event_time: datetime | None  # latest event time seen
     window_ends: int  # window_ends evaluated
     result_rows: int
-    quarantined: int  # rows a source could not read or that arrived late
-    late: int  # of those, the rows that arrived late
+    quarantined: Quarantined  # rows the gateway could not read or that arrived late
     seconds: float  # from the batch's arrival to its evaluation's commit
-    rules: dict[str, int] = field(default_factory=dict)  # quarantined rows per rule
     # Rows of each relation of the stream's rows that crossed to DuckDB (the monitor's
     # selectivities, optimizer/observed.py), by relation id.
     crossed: dict[str, int] = field(default_factory=dict)
@@ -139,12 +139,10 @@ class Arrival:
     started: float  # perf_counter when foreachBatch began
     tuples: int
     latest: datetime | None
-    quarantined: int
-    late: int  # of the quarantined rows, those that arrived late
+    quarantined: Quarantined
     first_ts: datetime | None  # the run's first event
     frontiers: dict[str, datetime]  # how far the crossings are complete after the batch
     results: pa.Table | None  # the root's rows, when Spark computed them (``Mig.direct``)
-    rules: dict[str, int] = field(default_factory=dict)  # quarantined rows per rule
     # With duckdb-partitioned DB-ops: the window_ends the batch completes, and each such
     # DB-op's rows for them (evaluated in the executors during the batch's job).
     ends: list[datetime] | None = None
@@ -156,15 +154,15 @@ class Arrival:
 
 @dataclass(frozen=True)
 class Gathered:
-    """What the driver holds of a micro-batch once its rows have crossed (or, on
+    """What the driver holds of a judged micro-batch once its rows have crossed (or, on
     duckdb-partitioned, stayed in the executors)."""
 
-    everything: pa.Table  # the relations the driver reads, as struct columns
+    everything: pa.Table  # the admitted rows of the relations the driver reads, struct columns
     tuples: int  # stream tuples
     latest: datetime | None  # the latest event time (heartbeats' too)
     first: datetime | None  # the earliest tuple's
-    quarantined: pa.Table
-    high_water: datetime | None = None  # with the native gateway, after the batch
+    quarantined: pa.Table  # QUARANTINED
+    high_water: datetime | None  # the gateway's, after the batch
 
 
 @dataclass(frozen=True)
@@ -225,13 +223,12 @@ class Mig:
     store: ColumnarStore
     spark: SparkSession
     db_ops: list[Fragment]  # the explained plan's fragment SQL (``layout``)
+    gateway: Gateway  # how the stream is read and each micro-batch judged
     on_batch: Callable[[BatchReport], None] | None = None
     final_end: datetime | None = None  # a finite stream's last window_end
     lateness: float = 0.0  # the stream's allowed lateness L, seconds (rowstream/eventtime.py)
-    checkpoint: str | None = None  # Spark's: the native gateway reads its batches' files there
+    checkpoint: str | None = None  # Spark's: duckdb-partitioned DB-ops keep their files there
     spark_design: str = "built-in"  # one of SPARK_DESIGNS ("buckets": pure-Spark plans only)
-    native: bool = False  # Spark's file sources: the MIG judges the rows (rowstream/native.py)
-    time_distance: float = DEFAULT_TIME_DISTANCE  # for the input suite, with ``native``
     # A plan a run migrated to (``runtime/migration.py``) keeps its state under its own name and
     # writes its results into the run's (``results``), numbering its batches from
     # ``batch_base``; it evaluates the window_ends after ``floor``, the last its run evaluated.
@@ -260,9 +257,6 @@ class Mig:
         self.direct = self.root in self.crossings and plan.root.instantiated
         self.partitioned = {s.db_op: self._partitioned_op(self.fragments[s.db_op], s.node)
                             for s in self.deployment.steps if s.partitioned}
-        if self.partitioned and self.native:
-            for name, value in WHOLE_FILES.items():
-                self.spark.conf.set(name, value)
         self._planned: dict[int, datetime | None] = {}  # batch -> last window_end it evaluates
         self.evaluator = self.store.cursor()
         self._releasing = threading.Lock()  # results go where ``release`` says, all or none
@@ -273,16 +267,15 @@ class Mig:
         """What ``foreachBatch`` receives. The source is scanned once for its event times, its
         quarantined rows and every stateless crossing (a struct column each, null where a row
         is not in it); each crossing of Spark's stateful operators is unioned to that scan as a
-        struct column of its own. Operators see only the rows that are not quarantined."""
+        struct column of its own. Operators see only the rows that the source did not
+        quarantine; the stream's relation holds the columns the gateway judges."""
         bad = F.col("reason").isNotNull()
         # The watermark sees only admitted rows and heartbeats: a quarantined row's timestamp,
         # however far off, moves no engine's event time.
         admitted = source.where(~bad).withWatermark("ts", f"{round(self.lateness * 1000)} milliseconds")
         operators = Streaming(admitted, self.final_end, panes=self.spark_design == "panes")
-        judged = JUDGED if self.native else ["ts"]  # by the MIG, or the source
-        scan = [F.when(~bad, F.struct(*judged, HEARTBEAT)).alias(STREAM)]
-        if not self.native:  # the native gateway's source quarantines nothing itself
-            scan.append(F.when(bad, F.struct(*source.columns)).alias(QUARANTINE))
+        scan = [F.when(~bad, F.struct(*self.gateway.judged, HEARTBEAT)).alias(STREAM),
+                F.when(bad, F.struct(*QUARANTINED.names)).alias(QUARANTINE)]
         parts = []
         for rid, node in self.crossings.items():
             if node.instantiated:
@@ -328,7 +321,7 @@ class Mig:
         if pending is not None:
             batch_id, progress = pending
             self._pending = self._thread.submit(self._evaluate_batch, Arrival(
-                batch_id, time.perf_counter(), 0, None, 0, 0, progress.first_ts,
+                batch_id, time.perf_counter(), 0, None, Quarantined(), progress.first_ts,
                 progress.frontiers, None))
             self._wait()
 
@@ -369,18 +362,18 @@ class Mig:
                               self.checkpoint, self.spark)
 
     def _arrive(self, batch: DataFrame, batch_id: int, started: float) -> Arrival:
-        """Step 1: the batch's rows into DuckDB, and how far they complete the crossings."""
+        """Step 1: the batch judged by the gateway, its admitted rows into DuckDB, and how far
+        they complete the crossings."""
         before = self.store.progress(self.query, before=batch_id)
         frontiers = dict(before.frontiers)
+        judge = self.gateway.judge(batch_id - self.batch_base, frontiers.get(HIGH_WATER))
         if self.partitioned:
-            files = self._files(batch_id - self.batch_base) if self.native else []
-            spread = (self._judge_in_executors(batch, files, before) if self.native
-                      else batch)
-            spread.persist()  # read by the driver's jobs, then exchanged to the partitions
-            got = self._gather(spread, files, before)
+            spread = judged_in_executors(batch, judge)
+            spread.persist()  # read by the driver's job, then exchanged to the partitions
+            got = self._gather(spread, judge, frontiers.get(HIGH_WATER))
         else:
-            spread, got = None, self._collect(batch, batch_id, before)
-        if self.native:
+            spread, got = None, self._collect(batch, judge)
+        if got.high_water is not None:
             frontiers[HIGH_WATER] = got.high_water
         if got.latest is not None:  # the stream is complete up to its watermark
             mark = watermark((got.latest - EPOCH) // timedelta(microseconds=1), self.lateness)
@@ -389,8 +382,7 @@ class Mig:
         # Rows within the lateness may precede the first batch's; none precedes an evaluated
         # window_end, so the first window_end moves only while none has been evaluated.
         first_ts = min((t for t in (before.first_ts, got.first) if t is not None), default=None)
-        late = pc.sum(pc.equal(got.quarantined.column("rule"), LATE)).as_py() or 0
-        self.store.append(self.query, QUARANTINE, got.quarantined, batch_id)
+        self.store.quarantine(got.quarantined, query=self.query, batch_id=batch_id)
 
         results, crossed, groups = None, {}, {}
         for rid, node in self.central.items():
@@ -430,80 +422,38 @@ class Mig:
             spread.unpersist()
         with self._releasing:
             self.store.arrived(self.query, batch_id, first_ts, frontiers, self.results)
-        rules = {c["values"]: c["counts"]
-                 for c in pc.value_counts(got.quarantined.column("rule")).to_pylist()}
-        return Arrival(batch_id, started, got.tuples, got.latest, got.quarantined.num_rows, late,
-                       first_ts, frontiers, results, rules, ends, partitioned, crossed, groups,
+        return Arrival(batch_id, started, got.tuples, got.latest, Quarantined.of(got.quarantined),
+                       first_ts, frontiers, results, ends, partitioned, crossed, groups,
                        {SPARK_PART: time.perf_counter() - started})
 
-    def _collect(self, batch: DataFrame, batch_id: int, before) -> Gathered:
-        """The whole micro-batch on the driver, in one Spark job; Arrow splits it by relation."""
+    def _collect(self, batch: DataFrame, judge: Judge) -> Gathered:
+        """The whole micro-batch on the driver, in one Spark job, judged there; Arrow splits it
+        by relation."""
         everything = batch.toArrow()
-        high_water = None
-        if self.native:
-            everything, verdict = self._judge(everything, batch_id, before)
-            high_water = verdict.high_water
-            quarantined = quarantine_rows(verdict.quarantined)
-        else:
-            quarantined = relation_rows(everything, QUARANTINE).drop_columns([HEARTBEAT])
+        verdict = judge(relation_rows(everything, STREAM))
+        everything = admitted_rows(everything, verdict)
+        quarantined = quarantined_rows(relation_rows(everything, QUARANTINE),
+                                       verdict.quarantined, judge.unread(verdict.files))
         stats = stream_summary(relation_rows(everything, STREAM))
         return Gathered(everything, stats["tuples"], stats["latest"], stats["first"],
-                        quarantined, high_water)
+                        quarantined, verdict.high_water)
 
-    def _gather(self, rows: DataFrame, files: list[Path], before) -> Gathered:
-        """What the driver needs of a batch whose rows stay in the executors: the quarantined
-        rows, the files read and the rows of the crossings a central DB-op or Spark reads; the
-        stream's tuples and its first and latest event times. Judged in the executors, each
-        task's summary of its rows comes in the same job; otherwise a second job sums them."""
-        wanted = [c for c in (QUARANTINE, FILE_READ, SUMMARY, *self.central) if c in rows.columns]
+    def _gather(self, rows: DataFrame, judge: Judge, high_water: datetime | None) -> Gathered:
+        """What the driver needs of a batch judged in the executors, whose rows stay there: the
+        quarantined rows, the files read and the rows of the crossings a central DB-op or Spark
+        reads; and, from each task's summary, the stream's tuples, its first and latest event
+        times and the gateway's high-water mark (``high_water`` before the batch)."""
+        wanted = [QUARANTINE, FILE_READ, SUMMARY, *self.central]
         everything = rows.where(any_of(wanted)).select(*wanted).toArrow()
-        if SUMMARY in wanted:
-            tasks = relation_rows(everything, SUMMARY)
-            stats = {"tuples": pc.sum(tasks.column("tuples")).as_py() or 0,
-                     "latest": pc.max(tasks.column("latest")).as_py(),
-                     "first": pc.min(tasks.column("first")).as_py()}
-        else:
-            ts, data = F.col(f"{STREAM}.ts"), ~F.col(f"{STREAM}.{HEARTBEAT}")
-            stats = naive(rows.where(F.col(STREAM).isNotNull()).agg(
-                F.count(F.when(data, 1)).alias("tuples"), F.max(ts).alias("latest"),
-                F.min(F.when(data, ts)).alias("first")).toArrow()).to_pylist()[0]
-        quarantined = relation_rows(everything, QUARANTINE)
-        if not self.native:
-            return Gathered(everything, stats["tuples"], stats["latest"], stats["first"],
-                            quarantined.drop_columns([HEARTBEAT]))
-        # A file Spark gave no row of is quarantined whole, as _judge does.
-        read = set(everything.column(FILE_READ).drop_null().to_pylist())
-        unread = [quarantine_rows(f) for f in unread_files(files, read)]
-        high_water = max((t for t in (before.frontiers.get(HIGH_WATER), stats["latest"])
-                          if t is not None), default=None)
-        return Gathered(everything, stats["tuples"], stats["latest"], stats["first"],
-                        pa.concat_tables([quarantined, *unread]), high_water)
-
-    def _files(self, batch_id: int) -> list[Path]:
-        """The native gateway's files of a batch, all of one format."""
-        files = batch_files(self.checkpoint, batch_id)
-        if files and (strays := [n for n in landed_files(files[0].parent)
-                                 if Path(n).suffix != files[0].suffix]):
-            raise TandemError(f"{strays[0]} landed in {files[0].parent}, which Spark reads as "
-                              f"{files[0].suffix[1:]} files: land one format per directory")
-        return files
-
-    def _judge_in_executors(self, batch: DataFrame, files: list[Path], before) -> DataFrame:
-        """The native gateway's rows judged in the executors (``rowstream/partitioned.py``)."""
-        return judged_in_executors(
-            batch, STREAM, files, high_water=before.frontiers.get(HIGH_WATER),
-            lateness=self.lateness, slide=self.plan.root.slide,
-            time_distance=self.time_distance, quarantine=QUARANTINE)
-
-    def _judge(self, everything: pa.Table, batch_id: int, before) -> tuple[pa.Table, Admission]:
-        """The native gateway's rows judged by the input suite and lateness: the admitted rows
-        of the batch (every relation's columns), and the verdicts."""
-        files = self._files(batch_id - self.batch_base)
-        judged = admit_batch(pl.from_arrow(relation_rows(everything, STREAM)).drop(HEARTBEAT), files,
-                             high_water=before.frontiers.get(HIGH_WATER),
-                             lateness=self.lateness, slide=self.plan.root.slide,
-                             time_distance=self.time_distance)
-        return everything.filter(judged.admitted), judged
+        tasks = relation_rows(everything, SUMMARY)
+        read = everything.column(FILE_READ).drop_null().to_pylist()
+        marks = [t for t in (high_water, *tasks.column("high_water").to_pylist()) if t is not None]
+        return Gathered(everything, pc.sum(tasks.column("tuples")).as_py() or 0,
+                        pc.max(tasks.column("latest")).as_py(),
+                        pc.min(tasks.column("first")).as_py(),
+                        quarantined_rows(relation_rows(everything, QUARANTINE),
+                                         judge.unread(read)),
+                        max(marks, default=None))
 
     def _evaluate_batch(self, arrival: Arrival) -> None:
         """Steps 2–4 for the window_ends an arrived batch completes, on the evaluator thread."""
@@ -531,8 +481,8 @@ class Mig:
             self.finished = bool(self.final_end and last_end and last_end >= self.final_end)
             if self.on_batch:
                 self.on_batch(BatchReport(batch_id, arrival.tuples, arrival.latest, len(ends),
-                                          count, arrival.quarantined, arrival.late,
-                                          time.perf_counter() - arrival.started, arrival.rules,
+                                          count, arrival.quarantined,
+                                          time.perf_counter() - arrival.started,
                                           arrival.crossed, arrival.groups, arrival.timings))
         except Exception as err:
             self.failure = err
@@ -622,11 +572,6 @@ class Mig:
             rows = rows.filter(pc.greater(rows.column("window_end"),
                                           pa.scalar(self.floor, instant)))
         return rows
-
-
-def quarantine_rows(frame: pl.DataFrame) -> pa.Table:
-    """A judgement's quarantined rows as the quarantine table holds them."""
-    return naive(frame.select(QUARANTINED.names).to_arrow().cast(QUARANTINED))
 
 
 def _first_end(first_ts: datetime, step: timedelta) -> datetime:

@@ -10,23 +10,26 @@ The input suite and the lateness rule cannot run inside a streaming plan: the su
 parameters belong to a file (its median event time; ids unique within it) and lateness needs
 the high-water mark of the batches before, state that stateless operators do not keep, while
 Spark's own late-row filter is per window, not per row, and uses the watermark of the batch
-before the previous one. So the MIG judges the rows right after Spark's job (``admit_batch``),
-with the same vectorised suite and the same lateness rule as the Python source: the crossings
-travel in the same rows, and the rows that fail are taken out of them before they reach DuckDB.
-That is exact only where Spark's operators are stateless (``fits``); a plan with a stateful Spark
-operator reads through the Python source, which judges the rows before any operator
-(``rowstream/sources.py``).
+before the previous one. So the gateway's judge (``NativeJudge``, ``admit_batch``) runs right
+after Spark's job, on the driver or in the executors (``rowstream/gateway.py``), with the same
+vectorised suite and the same lateness rule as the Python source: the crossings travel in the
+same rows, and the rows that fail are taken out of them before they reach DuckDB. That is exact
+only where Spark's operators are stateless (``fits``); a plan with a stateful Spark operator
+reads through the Python source, which judges the rows before any operator
+(``rowstream/landing_source.py``). Every task reads whole files (``WHOLE_FILES``): the input
+suite's parameters are a file's.
 
 **CSV.** Spark's CSV source skips blank lines and numbers no line, so the quarantine could not
 name a bad line's origin; its text source gives every line, and ``_metadata.file_block_start``
 says which block of the file a line came from. Spark splits the fields and parses them, and
 marks each line ``CLEAN`` when it has the canonical grammar (plain digits, no sign or
-exponent), on which Spark's casts and the Python source's parse agree by construction. The MIG
-numbers the lines (block by block, in the order Spark read them), and judges a file whose
+exponent), on which Spark's casts and the Python source's parse agree by construction. The
+judge numbers the lines (block by block, in the order Spark read them), and judges a file whose
 lines are all clean from Spark's typed values. A file with any other line, or with a line the
-suite quarantines, is judged as the Python source judges it (``read_landed``, on the driver),
-so that every rule, reason and origin is the Python source's; then Spark's values of the rows
-it admits must equal the Python source's, or the batch fails rather than be inexact.
+suite quarantines, is judged from its lines' text as the Python source judges it
+(``landing.csv_frame``), so that every rule, reason and origin is the Python source's; then
+Spark's values of the rows it admits must equal the Python source's, or the batch fails rather
+than be inexact. The file is read once, by Spark.
 
 A file Spark cannot read (a truncated footer, a column of another type) gives no rows: the MIG
 finds it among the batch's files in Spark's checkpoint and quarantines it whole, as the Python
@@ -49,16 +52,24 @@ from optimizer.deployment import Deployment
 from optimizer.errors import TandemError
 from rowstream.eventtime import EPOCH, admit
 from rowstream.expectations import FIELDS
+from rowstream.gateway import (
+    COLUMNS,
+    QUARANTINED,
+    Gateway,
+    Judge,
+    Verdict,
+    quarantined_rows,
+)
 from rowstream.landing import (
     ROW,
     STREAM,
+    batch_files,
+    csv_frame,
     judged,
     landed_files,
-    read_landed,
     typed_frame,
     unreadable,
 )
-from rowstream.sources import COLUMNS
 
 # Integers are read as BIGINT: Spark widens a file's INT32 to it, and a file written with
 # 64-bit integers (pandas' default) is then readable too. They become the stream's INT (null
@@ -70,13 +81,17 @@ FILE = "file"  # the name of the file a row came from
 BLOCK = "block"  # CSV: the byte offset of the block of the file Spark read the line in
 KIND = "kind"  # CSV: CLEAN, HEADER or OTHER (module docstring)
 CLEAN, HEADER, OTHER = 0, 1, 2
-JUDGED = (*COLUMNS, FILE, ROW, BLOCK, KIND)  # what the MIG judges a native row by
+LINE = "line"  # CSV: the line's text
+JUDGED = (*COLUMNS, FILE, ROW, BLOCK, KIND, LINE)  # what a native row is judged by
 
 # The canonical grammar (module docstring): at most 9 digits for the INT fields and 18 for
 # the id and the seconds, so no cast or product overflows.
 _INT = "(0|[1-9][0-9]{0,8})"
 _CANONICAL = (rf"^(0|[1-9][0-9]{{0,17}}),[0-9]{{1,12}}(\.[0-9]+)?,[0-9]+(\.[0-9]+)?,"
               rf"{_INT},{_INT},{_INT},{_INT}$")
+# Every task reads whole files, one at a time: no file is larger.
+WHOLE_FILES = {"spark.sql.files.maxPartitionBytes": str(1 << 40),
+               "spark.sql.files.openCostInBytes": str(1 << 40)}
 
 
 def native_format(directory: str | Path) -> str | None:
@@ -108,7 +123,8 @@ def native_stream(spark: SparkSession, directory: str, *, files_per_batch: int =
                         F.col("_metadata.file_name").alias(FILE),
                         (F.col("_metadata.row_index") + 1).alias(ROW),
                         F.lit(None).cast("long").alias(BLOCK),
-                        F.lit(None).cast("tinyint").alias(KIND)))
+                        F.lit(None).cast("tinyint").alias(KIND),
+                        F.lit(None).cast("string").alias(LINE)))
     return rows.select(*JUDGED, F.lit(False).alias("heartbeat"),
                        *[F.lit(None).cast("string").alias(c) for c in ("reason", "rule", "origin")])
 
@@ -136,37 +152,20 @@ def _csv_rows(lines: DataFrame) -> DataFrame:
     return lines.select(*[typed[c].alias(c) for c in COLUMNS],
                         F.col("_metadata.file_name").alias(FILE),
                         F.lit(None).cast("long").alias(ROW),
-                        F.col("_metadata.file_block_start").alias(BLOCK), kind.alias(KIND))
+                        F.col("_metadata.file_block_start").alias(BLOCK), kind.alias(KIND),
+                        F.make_valid_utf8(line).alias(LINE))
 
 
-@dataclass(frozen=True)
-class Admission:
-    """A batch judged: which of its rows are admitted, the quarantined rows, the high-water
-    mark after it."""
-
-    admitted: pa.Array  # boolean, one per row of the batch
-    quarantined: pl.DataFrame  # the stream's columns, reason, rule, origin
-    high_water: datetime | None
-
-
-def admit_batch(rows: pl.DataFrame, files: list[Path], *, high_water: datetime | None,
-                lateness: float, slide: float, time_distance: float,
-                whole_batch: bool = True) -> Admission:
+def admit_batch(rows: pl.DataFrame, *, high_water: datetime | None, lateness: float,
+                slide: float, time_distance: float) -> Verdict:
     """Judge a batch's rows (``JUDGED``, in Spark's order) by the input suite, file by file,
     then by lateness against ``high_water``, the high-water mark of the batches before
-    (``rowstream/eventtime.py``). ``files`` are the batch's files: one that gave no rows but
-    holds some is one that Spark could not read (``unread_files``), unless ``rows`` are only
-    part of the batch (``whole_batch`` False: each holds whole files). A CSV file's header is
-    neither admitted nor quarantined."""
+    (``rowstream/eventtime.py``). A CSV file's header is neither admitted nor quarantined."""
     rows = rows.with_row_index("position")
-    paths = {path.name: path for path in files}
-    parts = [_judged_csv(part, paths, time_distance) if name.endswith(".csv") else
+    parts = [_judged_csv(part, time_distance) if name.endswith(".csv") else
              judged(typed_frame(part.select(*COLUMNS, ROW), name), time_distance)
              .with_columns(part["position"])
              for (name,), part in rows.group_by(FILE, maintain_order=True)]
-    if whole_batch:
-        parts += [frame.with_columns(pl.lit(None, pl.UInt32).alias("position"))
-                  for frame in unread_files(files, set(rows[FILE].unique()))]
     frame = pl.concat(parts) if parts else judged(typed_frame(
         rows.select(*COLUMNS), ""), time_distance).with_columns(rows["position"])
     before = None if high_water is None else (high_water - EPOCH) // timedelta(microseconds=1)
@@ -174,8 +173,62 @@ def admit_batch(rows: pl.DataFrame, files: list[Path], *, high_water: datetime |
     bad = frame["reason"].is_not_null()
     admitted = pl.repeat(False, rows.height, eager=True).scatter(
         frame.filter(~bad)["position"], True)
-    return Admission(admitted.to_arrow(), frame.filter(bad).drop("position"),
-                     None if after is None else EPOCH + timedelta(microseconds=after))
+    return Verdict(admitted.to_arrow(), quarantine_rows(frame.filter(bad)),
+                   None if after is None else EPOCH + timedelta(microseconds=after),
+                   tuple(rows[FILE].unique(maintain_order=True)))
+
+
+@dataclass(frozen=True)
+class NativeJudge(Judge):
+    """A micro-batch's judge: its files, from Spark's checkpoint, and the high-water mark of
+    the batches before it."""
+
+    files: tuple[Path, ...]
+    high_water: datetime | None
+    lateness: float
+    slide: float
+    time_distance: float
+
+    def __call__(self, rows: pa.Table) -> Verdict:
+        return admit_batch(pl.from_arrow(rows).drop("heartbeat", strict=False),
+                           high_water=self.high_water, lateness=self.lateness, slide=self.slide,
+                           time_distance=self.time_distance)
+
+    def unread(self, read) -> pa.Table:
+        return quarantined_rows(*map(quarantine_rows, unread_files(list(self.files), set(read))))
+
+
+@dataclass(frozen=True)
+class NativeFiles(Gateway):
+    """A landing directory read by Spark's own Parquet or text source. The batches' files are
+    in Spark's ``checkpoint``."""
+
+    name = "native"
+    judged = JUDGED
+    directory: str
+    checkpoint: str
+    lateness: float
+    slide: float
+    time_distance: float
+
+    def stream(self, spark: SparkSession) -> DataFrame:
+        for name, value in WHOLE_FILES.items():
+            spark.conf.set(name, value)
+        return native_stream(spark, self.directory)
+
+    def judge(self, batch_id: int, high_water: datetime | None) -> NativeJudge:
+        files = batch_files(self.checkpoint, batch_id)
+        if files and (strays := [n for n in landed_files(files[0].parent)
+                                 if Path(n).suffix != files[0].suffix]):
+            raise TandemError(f"{strays[0]} landed in {files[0].parent}, which Spark reads as "
+                              f"{files[0].suffix[1:]} files: land one format per directory")
+        return NativeJudge(tuple(files), high_water, self.lateness, self.slide,
+                           self.time_distance)
+
+
+def quarantine_rows(frame: pl.DataFrame) -> pa.Table:
+    """Judged rows as the quarantine holds them."""
+    return quarantined_rows(frame.select(QUARANTINED.names).to_arrow())
 
 
 def unread_files(files: list[Path], read: set[str]) -> list[pl.DataFrame]:
@@ -185,7 +238,7 @@ def unread_files(files: list[Path], read: set[str]) -> list[pl.DataFrame]:
             if path.name not in read and (err := _unread(path))]
 
 
-def _judged_csv(rows: pl.DataFrame, paths: dict[str, Path], time_distance: float) -> pl.DataFrame:
+def _judged_csv(rows: pl.DataFrame, time_distance: float) -> pl.DataFrame:
     """One CSV file's lines judged (module docstring): the judged frame with each line's
     ``position`` in the batch; a header is not in it."""
     name = rows[FILE][0]
@@ -197,13 +250,7 @@ def _judged_csv(rows: pl.DataFrame, paths: dict[str, Path], time_distance: float
                        time_distance)
         if frame["rule"].is_null().all():
             return frame.with_columns(lines["position"])
-    if name not in paths:
-        raise TandemError(f"{name} is not among the files Spark's checkpoint gives the batch: "
-                          "start the run afresh (without --resume)")
-    frame = read_landed(paths[name], time_distance)
-    if frame.height != lines.height:
-        raise TandemError(f"{name} has {frame.height} lines now and had {lines.height} when "
-                          "Spark read it: land files whole, by renaming them into the directory")
+    frame = judged(csv_frame(rows[LINE], name), time_distance)
     good = frame["reason"].is_null()
     spark = lines.select(*COLUMNS).cast(STREAM).filter(good)
     differs = ~pl.all_horizontal(pl.col(c).eq_missing(spark[c]) for c in STREAM)

@@ -5,13 +5,13 @@ A central DB-op funnels every tuple through one ``toArrow`` to the driver and on
 partitioned one keeps its rows in the executors: for every micro-batch, inside the MIG's
 ``foreachBatch``,
 
-1. with the native gateway, the executors judge the rows where Spark read them
-   (``judged_in_executors``):
-   the input suite's parameters are a file's, and Spark is told never to split a file nor to
-   put two in one task, so every task holds whole files; lateness compares each row with the
-   watermark of the batches before, a constant of the batch. Admitted rows go on; quarantined
-   rows, the name of every file read and a summary of the task's stream (its tuples, first and
-   latest event time) become rows of their own for the driver, collected in the same job;
+1. the executors run the gateway's judge (``rowstream/gateway.py``) on the rows where Spark
+   read them (``judged_in_executors``): the native gateway's judge needs whole files, and
+   its gateway tells Spark never to split a file nor to put two in one task; lateness compares
+   each row with the watermark of the batches before, a constant of the batch. Admitted rows
+   go on; quarantined rows, the name of every file read and a summary of the task's stream (its
+   tuples, first and latest event time, high-water mark) become rows of their own for the
+   driver, collected in the same job;
 2. the rows of the DB-op's crossings are exchanged by ``pmod(hash(key), P)``, the fragment's
    partition key (``keys.partition_keys``), together with one marker row per partition, so that
    every partition runs even when the batch brings it no rows: a window_end may still close in
@@ -39,7 +39,6 @@ from datetime import datetime
 from functools import reduce
 from pathlib import Path
 
-import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -49,20 +48,16 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from columnar.fragment_sql import Fragment, FragmentInput
 from columnar.store import ColumnarStore, StoreBusy
-from rowstream.native import FILE, admit_batch
+from rowstream.gateway import QUARANTINE, STREAM, Judge, admitted_rows
 from rowstream.relations import relation_rows
-from rowstream.sources import QUARANTINED
 
 PART = "_part"  # the hash partition a row goes to
-FILE_READ = "_file_read"  # a row that names a file the executors read (native gateway)
-SUMMARY = "_summary"  # a row per task judged: its tuples and first and latest event times
+FILE_READ = "_file_read"  # a row that names a file the executors read
+SUMMARY = "_summary"  # a row per task judged: its tuples, event times and high-water mark
 # Each partition's answer: its result rows as an Arrow IPC stream (null when no window_end is
 # evaluated), and the tuples and bytes it appended.
 OUTPUT = f"{PART} int, rows binary, tuples long, bytes long"
 LOCK_WAIT = 60.0  # seconds a task waits for its partition's DuckDB file (a lost task's retry)
-# Every task reads whole files, one at a time (module docstring, step 1): no file is larger.
-WHOLE_FILES = {"spark.sql.files.maxPartitionBytes": str(1 << 40),
-               "spark.sql.files.openCostInBytes": str(1 << 40)}
 
 
 @dataclass(frozen=True)
@@ -164,43 +159,40 @@ def _empty(columns: tuple[str, ...]) -> pa.Table:
     return pa.table({c: pa.array([], pa.null()) for c in columns})
 
 
-def judged_in_executors(batch: DataFrame, stream: str, files: list[Path], *,
-                        high_water: datetime | None, lateness: float, slide: float,
-                        time_distance: float, quarantine: str) -> DataFrame:
-    """The native gateway's batch judged in the executors (module docstring, step 1): the
-    admitted rows as they were, then a row per quarantined row (the struct ``quarantine``)
-    and per file read (``FILE_READ``), and one that sums up the admitted stream (``SUMMARY``):
-    the driver needs those numbers before the partitions evaluate, and a job of its own to
-    count them would cost a round trip to the executors per batch."""
-    bad_type = pa.struct(list(QUARANTINED))
+def judged_in_executors(batch: DataFrame, judge: Judge) -> DataFrame:
+    """The batch judged in the executors, task by task (module docstring, step 1): the admitted
+    rows as they were, then a row per quarantined row (the struct ``QUARANTINE``, beside those
+    the source quarantined itself) and per file read (``FILE_READ``), and one that sums up the
+    admitted stream (``SUMMARY``): the driver needs those numbers before the partitions
+    evaluate, and a job of its own to count them would cost a round trip to the executors per
+    batch."""
     summary_type = pa.struct([("tuples", pa.int64()), ("latest", pa.timestamp("us", tz="UTC")),
-                              ("first", pa.timestamp("us", tz="UTC"))])
-    schema = StructType([*batch.schema.fields, StructField(quarantine, from_arrow_type(bad_type)),
-                         StructField(FILE_READ, StringType()),
+                              ("first", pa.timestamp("us", tz="UTC")),
+                              ("high_water", pa.timestamp("us"))])
+    schema = StructType([*batch.schema.fields, StructField(FILE_READ, StringType()),
                          StructField(SUMMARY, from_arrow_type(summary_type))])
 
-    def judge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def judged(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         batches = [b for b in batches if b.num_rows]
         if not batches:
             return
         table = pa.Table.from_batches(batches)
-        rows = pl.from_arrow(relation_rows(table, stream)).drop("heartbeat")
-        verdict = admit_batch(rows, files, high_water=high_water, lateness=lateness, slide=slide,
-                              time_distance=time_distance, whole_batch=False)
-        bad = verdict.quarantined.select(QUARANTINED.names).to_arrow().cast(QUARANTINED)
-        out = table.schema.append(pa.field(quarantine, bad_type)).append(
-            pa.field(FILE_READ, pa.string())).append(pa.field(SUMMARY, summary_type))
-        names = pa.array(rows[FILE].unique().to_list(), pa.string())
-        admitted = table.filter(verdict.admitted)
+        verdict = judge(relation_rows(table, STREAM))
+        admitted = admitted_rows(table, verdict)
+        out = table.schema.append(pa.field(FILE_READ, pa.string())).append(
+            pa.field(SUMMARY, summary_type))
+        summary = {**stream_summary(relation_rows(admitted, STREAM)),
+                   "high_water": verdict.high_water}
         for part in (_filled(out, admitted.num_rows, dict(zip(table.column_names,
                                                                admitted.columns, strict=True))),
-                     _filled(out, bad.num_rows, {quarantine: bad.to_struct_array()}),
-                     _filled(out, len(names), {FILE_READ: names}),
-                     _filled(out, 1, {SUMMARY: pa.array(
-                         [stream_summary(relation_rows(admitted, stream))], summary_type)})):
+                     _filled(out, verdict.quarantined.num_rows, {QUARANTINE: verdict.quarantined
+                             .to_struct_array().cast(out.field(QUARANTINE).type)}),
+                     _filled(out, len(verdict.files),
+                             {FILE_READ: pa.array(verdict.files, pa.string())}),
+                     _filled(out, 1, {SUMMARY: pa.array([summary], summary_type)})):
             yield from part.to_batches()
 
-    return batch.mapInArrow(judge, schema)
+    return batch.mapInArrow(judged, schema)
 
 
 def stream_summary(events: pa.Table) -> dict:

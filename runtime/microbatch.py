@@ -13,10 +13,11 @@ from __future__ import annotations
 import fcntl
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from columnar.store import schema_name
+from rowstream.gateway import Quarantined
 from rowstream.landing import landed_files, last_file_read
 
 SCHEDULED = ("q1", "q2")  # the correlated aggregations that tandem_microbatch keeps up to date
@@ -29,15 +30,14 @@ class MicroBatchSummary:
     tuples: int = 0
     batches: int = 0
     result_rows: int = 0
-    quarantined: int = 0
-    late: int = 0  # of the quarantined rows, those later than the allowed lateness
-    rules: dict[str, int] = field(default_factory=dict)  # quarantined rows per rule
+    quarantined: Quarantined = Quarantined()
     wall_seconds: float = 0.0
     results_table: str = ""
     placement: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict:
-        return asdict(self)
+        return {**{f.name: getattr(self, f.name) for f in fields(self) if f.name != "quarantined"},
+                **self.quarantined.to_json()}
 
 
 def microbatch_name(query: str) -> str:
@@ -95,8 +95,7 @@ def run_microbatch(query: str, landing: str | Path, *, checkpoints: str | Path,
             pinned.write_text(",".join(f"{op}={e}" for op, e in summary.placement.items()) + "\n")
         read = [f for f in files if f <= last_file_read(oldest)]
     return MicroBatchSummary(summary.query, read, summary.tuples, summary.batches,
-                             summary.result_rows, summary.quarantined, summary.late,
-                             summary.rules, summary.wall_seconds,
+                             summary.result_rows, summary.quarantined, summary.wall_seconds,
                              summary.results_table, summary.placement)
 
 

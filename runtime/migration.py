@@ -38,7 +38,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -46,7 +45,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from columnar.store import DEFAULT_PATH, LOG_SCHEMA, ColumnarStore, schema_name
+from columnar.store import DEFAULT_PATH, LOG_SCHEMA, QUARANTINE, ColumnarStore, schema_name
 from optimizer.deployment import deploy
 from optimizer.errors import TandemError
 from optimizer.logical import windows
@@ -60,7 +59,8 @@ from optimizer.observed import (
 )
 from optimizer.optimizer import placement_spec
 from rowstream.eventtime import EPOCH
-from rowstream.mig import STREAM, BatchReport, Mig, Transfers, layout
+from rowstream.gateway import STREAM, Quarantined
+from rowstream.mig import BatchReport, Mig, Transfers, layout
 from runtime.explain import Explanation, explain
 from runtime.run import RunSummary, catalog_streams, default_lateness, run
 from runtime.spec import RunSpec, Takeover
@@ -143,12 +143,12 @@ class AdaptiveSummary:
         for p in plans:
             for f in ("to_duckdb_tuples", "to_duckdb_bytes", "to_spark_tuples", "to_spark_bytes"):
                 setattr(moved, f, getattr(moved, f) + getattr(p.transfers, f))
-        rules: Counter = sum((Counter(p.rules) for p in plans), Counter())
         return replace(last, query=self.query, results_table=self.results_table,
-                       transfers=moved, rules=dict(rules),
+                       transfers=moved,
+                       quarantined=Quarantined.total_of(p.quarantined for p in plans),
                        **{f: sum(getattr(p, f) for p in plans) for f in (
-                           "tuples", "batches", "window_ends", "result_rows", "quarantined",
-                           "late", "dropped_by_watermark", "wall_seconds")})
+                           "tuples", "batches", "window_ends", "result_rows",
+                           "dropped_by_watermark", "wall_seconds")})
 
 
 
@@ -745,11 +745,14 @@ def _spark_state(explanation: Explanation) -> bool:
 def _forget_plans(store: str | Path, name: str) -> None:
     """Drop the schemas of an earlier run's later plans: a fresh run starts with one plan."""
     with ColumnarStore(store) as columnar:
-        prefix = schema_name(plan_name(name, 1)).removesuffix("1")
+        prefix = plan_name(name, 1).removesuffix("1")
         for (schema,) in columnar.con.execute(
                 "SELECT schema_name FROM duckdb_schemas() WHERE starts_with(schema_name, ?)",
-                [prefix]).fetchall():
+                [schema_name(prefix)]).fetchall():
             columnar.con.execute(f"DROP SCHEMA {schema} CASCADE")
+        if columnar.logged(QUARANTINE):
+            columnar.con.execute(f"DELETE FROM {LOG_SCHEMA}.{QUARANTINE} "
+                                 "WHERE starts_with(query, ?)", [prefix])
 
 
 def record_migration(store: str | Path, name: str, migration: Migration) -> None:

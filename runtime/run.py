@@ -10,7 +10,6 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
@@ -27,10 +26,12 @@ from optimizer.errors import TandemError
 from optimizer.logical import windows
 from rowstream.buckets import WHOLE_PLAN
 from rowstream.dsps import SPARK_DESIGNS
+from rowstream.gateway import Gateway, Quarantined
+from rowstream.generator import GeneratedStream, last_window_end
+from rowstream.landing_source import LandingDirectory
 from rowstream.mig import EPOCH, BatchReport, Mig, Transfers
-from rowstream.native import fits, native_format, native_stream
+from rowstream.native import NativeFiles, fits, native_format
 from rowstream.session import spark_session
-from rowstream.sources import generator_stream, landing_stream, last_window_end
 from runtime.explain import Explanation, explain
 from runtime.settings import spark_log_path, spark_master
 from runtime.spec import RunSpec, Takeover
@@ -50,9 +51,7 @@ class RunSummary:
     batches: int
     window_ends: int
     result_rows: int
-    quarantined: int  # rows the source could not read or that arrived late
-    late: int  # of those, the rows later than the allowed lateness
-    rules: dict[str, int]  # quarantined rows per rule: the input suite's expectation, or late
+    quarantined: Quarantined  # rows the gateway could not read or that arrived late
     dropped_by_watermark: int  # rows Spark's stateful operators dropped as late (0: see run)
     lateness: float
     wall_seconds: float
@@ -69,8 +68,9 @@ class RunSummary:
 
     def to_json(self) -> dict:
         moved = self.transfers
-        return {**{f.name: getattr(self, f.name) for f in fields(self) if f.name != "transfers"},
-                "throughput": self.throughput,
+        return {**{f.name: getattr(self, f.name) for f in fields(self)
+                   if f.name not in ("transfers", "quarantined")},
+                "throughput": self.throughput, **self.quarantined.to_json(),
                 "transfers": {"to_duckdb_tuples": moved.to_duckdb_tuples,
                               "to_duckdb_bytes": moved.to_duckdb_bytes,
                               "to_spark_tuples": moved.to_spark_tuples,
@@ -118,44 +118,29 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
         # A resumed run reads the way its checkpoint's query did: Spark restores its source.
         # A plan that takes over over a landing directory begins after a file: the Python
         # data source's offsets are file names, Spark's own file source has none to begin at.
-        gateway = pair(checkpoint, columnar, name, spec.resume, "generator" if generated else
-                       landing_gateway(spec.source, deployment,
-                                       "python" if takeover else spec.gateway))
+        kind = pair(checkpoint, columnar, name, spec.resume, "generator" if generated else
+                    landing_gateway(spec.source, deployment,
+                                    "python" if takeover else spec.gateway))
         slide = physical.logical.root.slide
-        span = spec.batch or slide
-        native = gateway == "native"
         final_end = None
         if generated:
             plugs = SmartPlugs(rate=spec.rate, steps=spec.steps, **(spec.topology or {}))
             final_end = EPOCH + timedelta(microseconds=last_window_end(plugs, spec.duration, slide))
         if spec.last_end is not None:
             final_end = min(final_end or spec.last_end, spec.last_end)
+        gateway = _gateway(kind, spec, physical.logical.root, lateness=lateness,
+                           time_distance=time_distance, checkpoint=checkpoint)
 
         with _STARTING:  # concurrent runs (tandem verify --parallel) name their queries apart
             spark = spark_session(log=spark_log_path(store), master=spark_master())
-            bridge = Mig(name, deployment, columnar, spark, explanation.fragments, record,
-                         final_end=final_end, spark_design=spec.spark_design, lateness=lateness,
-                         checkpoint=str(checkpoint), native=native, time_distance=time_distance,
+            bridge = Mig(name, deployment, columnar, spark, explanation.fragments, gateway,
+                         record, final_end=final_end, spark_design=spec.spark_design,
+                         lateness=lateness, checkpoint=str(checkpoint),
                          **(taking_over(takeover, plugs.start if generated else 0, columnar, name,
                                         spec.resume) if takeover else {}))
             if spec.resume:
                 bridge.recover()
-            if generated:
-                # The last heartbeat goes far enough past the last window_end for chained operators.
-                flush = max(w.size for w in windows(physical.logical.root)) + 10 * slide + lateness
-                replay = ({"begin": takeover.begin, "warmup": takeover.replay_until,
-                           "warmup_span": max(takeover.replay_until - takeover.begin, slide)}
-                          if takeover else {"begin": spec.begin, "warmup": spec.warmup})
-                stream = generator_stream(spark, rate=spec.rate, duration=spec.duration, span=span,
-                                          slide=slide, flush=flush, steps=format_steps(spec.steps),
-                                          **replay, **(spec.topology or {}))
-            elif native:
-                stream = native_stream(spark, spec.source)
-            else:
-                stream = landing_stream(spark, spec.source, lateness=lateness, slide=slide,
-                                        time_distance=time_distance,
-                                        **({"start_after": takeover.start_after,
-                                            "high_water": takeover.high_water} if takeover else {}))
+            stream = gateway.stream(spark)
             writer = (bridge.stream(stream).writeStream
                       .outputMode("append").foreachBatch(bridge)
                       .option("checkpointLocation", str(checkpoint)))
@@ -206,16 +191,15 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
         summary = RunSummary(name, physical.placement, sum(r.tuples for r in reports),
                              len(reports), sum(r.window_ends for r in reports),
                              sum(r.result_rows for r in reports),
-                             sum(r.quarantined for r in reports), sum(r.late for r in reports),
-                             dict(sum((Counter(r.rules) for r in reports), Counter())),
+                             Quarantined.total_of(r.quarantined for r in reports),
                              sum(dropped.values()), lateness, wall, bridge.transfers,
                              str(store), f"{schema_name(takeover.results if takeover else name)}.results",
-                             gateway)
+                             gateway.name)
         columnar.record("runs", {
             "query": name, "logged_at": datetime.now(UTC).replace(tzinfo=None),
             "source": spec.source, "placement": physical.placement, "tuples": summary.tuples,
             "batches": summary.batches, "result_rows": summary.result_rows,
-            "quarantined": summary.quarantined, "late": summary.late, "rules": summary.rules,
+            **summary.quarantined.to_json(),
             "wall_seconds": wall, "throughput": summary.throughput})
     return summary
 
@@ -338,6 +322,27 @@ def landing_format(source: str) -> str | None:
     """The format the files of a run's ``source`` land in, which prices the gateway: a landing
     directory's one format, else None (the catalog's)."""
     return native_format(source) if source != "generator" and Path(source).is_dir() else None
+
+
+def _gateway(kind: str, spec: RunSpec, root, *, lateness: float, time_distance: float,
+             checkpoint: Path) -> Gateway:
+    """The gateway of kind ``kind`` (``landing_gateway``) that reads ``spec``'s stream for a plan
+    whose root is ``root``."""
+    slide, takeover = root.slide, spec.takeover
+    if kind == "generator":
+        # The last heartbeat goes far enough past the last window_end for chained operators.
+        flush = max(w.size for w in windows(root)) + 10 * slide + lateness
+        replay = ({"begin": takeover.begin, "warmup": takeover.replay_until,
+                   "warmup_span": max(takeover.replay_until - takeover.begin, slide)}
+                  if takeover else {"begin": spec.begin, "warmup": spec.warmup})
+        return GeneratedStream(spec.rate, spec.duration, spec.batch or slide, slide,
+                               {"flush": flush, "steps": format_steps(spec.steps), **replay,
+                                **(spec.topology or {})})
+    if kind == "native":
+        return NativeFiles(spec.source, str(checkpoint), lateness, slide, time_distance)
+    return LandingDirectory(spec.source, lateness, slide, time_distance,
+                            **({"start_after": takeover.start_after,
+                                "high_water": takeover.high_water} if takeover else {}))
 
 
 def landing_gateway(directory: str, deployment: Deployment, wanted: str) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -35,10 +35,11 @@ from rowstream.expectations import (
     results_suite,
     verdicts,
 )
+from rowstream.gateway import Quarantined
 from rowstream.landing import STREAM, landed_files, landed_frame, unreadable
 
 INPUT_SUITE, RESULTS_SUITE = "tandem_input", "tandem_results"
-VALIDATIONS, QUARANTINE = "validations", "quarantine"  # tables of the store's tandem_log
+VALIDATIONS = "validations"  # a table of the store's tandem_log
 
 
 class MissingResults(TandemError):
@@ -62,8 +63,7 @@ class Outcome:
 class FileValidation:
     file: str
     rows: int
-    quarantined: int
-    by_rule: dict[str, int] = field(default_factory=dict)
+    quarantined: Quarantined
 
 
 @dataclass(frozen=True)
@@ -178,11 +178,10 @@ def validate_landed(directory: str | Path, store: str | Path, *, catalog: str | 
         for path in files:
             rows, outcomes = validate_file(path, time_distance)
             bad = rows.filter(pl.col("rule").is_not_null())
-            columnar.replace_logged(QUARANTINE, str(path), bad.with_columns(
-                pl.lit(str(path)).alias("target")).to_arrow())
+            columnar.quarantine(bad.to_arrow(), target=str(path))
             _log(columnar, INPUT_SUITE, str(path), outcomes)
-            counts = dict(bad.group_by("rule").len().iter_rows())
-            report.append(FileValidation(path.name, rows.height, bad.height, counts))
+            report.append(FileValidation(path.name, rows.height,
+                                         Quarantined.of(bad.select("rule").to_arrow())))
             if on_file:
                 on_file(report[-1])
         return report

@@ -240,17 +240,20 @@ def run_command(
     console.print(
         f"[bold]done[/]: {summary.tuples:,} tuples in {summary.wall_seconds:.1f} s "
         f"({summary.throughput:,.0f} tuples/s), {summary.window_ends:,} slides, "
-        f"{summary.result_rows:,} result rows, {summary.quarantined:,} quarantined rows "
-        f"({summary.late:,} later than the allowed lateness of {summary.lateness:g} s; Spark "
-        f"dropped {summary.dropped_by_watermark:,} by its watermark{by_rule(summary.rules)}).")
+        f"{summary.result_rows:,} result rows, {summary.quarantined.total:,} quarantined rows "
+        f"({summary.quarantined.late:,} later than the allowed lateness of {summary.lateness:g} "
+        f"s; Spark dropped {summary.dropped_by_watermark:,} by its watermark"
+        f"{by_rule(summary.quarantined.rules)}).")
     transfers = summary.transfers
     console.print(f"Read by {READERS[summary.gateway]}.", highlight=False)
     console.print(f"Moved to DuckDB: {transfers.to_duckdb_tuples:,} tuples "
                   f"({_bytes(transfers.to_duckdb_bytes)}); back to Spark: "
                   f"{transfers.to_spark_tuples:,} tuples ({_bytes(transfers.to_spark_bytes)}).")
-    if summary.quarantined:
-        console.print(f"Quarantined rows, with their reason and origin: "
-                      f"{summary.results_table.replace('results', 'quarantine')}.")
+    if summary.quarantined.total:
+        # An adaptive run's later plans keep their rows under their own names.
+        console.print(f"Quarantined rows, with their reason and origin: SELECT * FROM "
+                      f"tandem_log.quarantine WHERE query = '{summary.query}' OR "
+                      f"starts_with(query, '{summary.query}__plan').", highlight=False)
     console.print(f"Results: {summary.results_table} in {summary.store}. Inspect them with:")
     console.print(f"  python -c \"import duckdb; print(duckdb.connect('{summary.store}', "
                   f"read_only=True).sql('{inspect}'))\"", highlight=False, soft_wrap=True)
@@ -326,8 +329,8 @@ def validate_command(
     store = settings.store_path()
 
     def show(f) -> None:
-        failed = ", ".join(f"{n:,} {rule}" for rule, n in sorted(f.by_rule.items()))
-        console.print(f"{f.file}: {f.rows:,} rows, {f.quarantined:,} quarantined"
+        failed = ", ".join(f"{n:,} {rule}" for rule, n in sorted(f.quarantined.rules.items()))
+        console.print(f"{f.file}: {f.rows:,} rows, {f.quarantined.total:,} quarantined"
                       + (f" ({failed})" if failed else ""), highlight=False)
 
     problems = 0
@@ -549,8 +552,9 @@ def microbatch_command(
 
     console.print(f"{summary.query}: {len(summary.files)} files ({summary.files[0]} … "
                   f"{summary.files[-1]}), {summary.tuples:,} tuples, {summary.result_rows:,} "
-                  f"result rows into {summary.results_table}, {summary.quarantined:,} "
-                  f"quarantined ({summary.late:,} late{by_rule(summary.rules)}).", highlight=False)
+                  f"result rows into {summary.results_table}, {summary.quarantined.total:,} "
+                  f"quarantined ({summary.quarantined.late:,} late"
+                  f"{by_rule(summary.quarantined.rules)}).", highlight=False)
 
 
 @app.command("cleanup")

@@ -75,14 +75,16 @@ def assert_quarantined_and_exact(tmp_path, planted, catalog, profile, reliabilit
                           store=tmp_path / "tandem.duckdb", checkpoint=tmp_path / "checkpoint"))
     with ColumnarStore(tmp_path / "tandem.duckdb") as store:
         got = pl.from_arrow(store.results(name))
-        quarantined = dict(store.con.sql(
-            f"SELECT origin, rule FROM q_{name}.quarantine").fetchall())
-        reasons = dict(store.con.sql(f"SELECT rule, any_value(reason) FROM q_{name}.quarantine "
-                                     "GROUP BY rule").fetchall())
+        quarantined = dict(store.con.execute(
+            "SELECT origin, rule FROM tandem_log.quarantine WHERE query = ?", [name]).fetchall())
+        reasons = dict(store.con.execute(
+            "SELECT rule, any_value(reason) FROM tandem_log.quarantine WHERE query = ? "
+            "GROUP BY rule", [name]).fetchall())
     assert summary.gateway == gateway
-    assert summary.tuples + summary.quarantined == expected.rows_read
+    assert summary.tuples + summary.quarantined.total == expected.rows_read
     assert summary.tuples == expected.good.height
-    assert quarantined == expected.rules and summary.rules == Counter(expected.rules.values())
+    assert quarantined == expected.rules
+    assert summary.quarantined.rules == Counter(expected.rules.values())
     assert all(reasons.values())
     root = optimize(query_sql(name), catalog, profile).logical.root
     # A directory has no end: windows complete as far as its watermark, the last event less L.
@@ -93,7 +95,7 @@ def assert_quarantined_and_exact(tmp_path, planted, catalog, profile, reliabilit
     lost, duplicated = lost_and_duplicated(got, want)
     reliability("bad_input", query=name, placement=placement, gateway=gateway,
                 rows_read=expected.rows_read,
-                rows_quarantined=summary.quarantined, rows_processed=summary.tuples,
+                rows_quarantined=summary.quarantined.total, rows_processed=summary.tuples,
                 result_rows=got.height, rows_lost=lost, rows_duplicated=duplicated,
                 classes=sorted(set(expected.rules.values())))
     assert want.height > 0

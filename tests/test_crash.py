@@ -44,14 +44,14 @@ def tandem(*args: str, crash: str | None = None, state: Path | None = None):
                           capture_output=True, text=True, timeout=600, start_new_session=True)
 
 
-def contents(store: Path, schema: str) -> tuple[pl.DataFrame, list[int]]:
+def contents(store: Path, name: str) -> tuple[pl.DataFrame, list[int]]:
     """The results (without the batch that wrote them) and the ids of the readings the
     quarantine holds as late."""
     with ColumnarStore(store, read_only=True) as columnar:
-        results = pl.from_arrow(columnar.con.sql(
-            f"SELECT * EXCLUDE (batch_id) FROM {schema}.results").to_arrow_table())
-        late = [row[0] for row in columnar.con.sql(
-            f"SELECT id FROM {schema}.quarantine WHERE rule = '{LATE}'").fetchall()]
+        results = pl.from_arrow(columnar.results(name))
+        late = [row[0] for row in columnar.con.execute(
+            "SELECT id FROM tandem_log.quarantine WHERE query = ? AND rule = ?",
+            [name, LATE]).fetchall()]
     return results, sorted(late)
 
 
@@ -129,7 +129,7 @@ def assert_chain_resumes_exactly_once(args: list[str], landing: list[Path], reli
             f"{batch}: {killed.stderr[-2000:]}")
     resumed = tandem(*args, "--resume")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    got = contents(Path(args[args.index("--store") + 1]), "q_q5")
+    got = contents(Path(args[args.index("--store") + 1]), "q5")
     assert_exact(got, expected(landing), reliability, command, points)
 
 
@@ -171,7 +171,7 @@ def test_a_killed_microbatch_run_resumes_exactly_once(tmp_path, landing, reliabi
         assert killed.returncode == -signal.SIGKILL, (crash, killed.stderr[-2000:])
     last = microbatch()
     assert last.returncode == 0, last.stderr[-2000:]
-    assert_exact(contents(state / "tandem.duckdb", "q_q5_microbatch"), expected(landing),
+    assert_exact(contents(state / "tandem.duckdb", "q5_microbatch"), expected(landing),
                  reliability, "tandem microbatch", ["file-read", "duckdb-write"])
 
 

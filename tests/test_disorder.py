@@ -148,13 +148,14 @@ def assert_exact_over_disorder(tmp_path, landing, catalog, profile, reliability,
         with ColumnarStore(tmp_path / f"{lateness}.duckdb") as store:
             got = pl.from_arrow(store.results(name))
             late = pl.from_arrow(store.con.sql(
-                f"SELECT id FROM q_{name}.quarantine WHERE rule = '{LATE}'").to_arrow_table())
+                "SELECT id FROM tandem_log.quarantine WHERE query = ? AND rule = ?",
+                params=[name, LATE]).to_arrow_table())
             last_end: datetime = store.con.sql(
                 f"SELECT max(last_end) FROM q_{name}.progress").fetchall()[0][0]
         # Every reading is either processed or quarantined as late; Spark drops none.
-        assert summary.tuples + summary.late == readings.height
-        assert late.height == summary.late and summary.dropped_by_watermark == 0
-        assert (summary.late == 0) if lateness == WHOLE else (summary.late > 0)
+        assert summary.tuples + summary.quarantined.late == readings.height
+        assert late.height == summary.quarantined.late and summary.dropped_by_watermark == 0
+        assert (summary.quarantined.late == 0) if lateness == WHOLE else (summary.quarantined.late > 0)
         on_time = readings.filter(~pl.col("id").is_in(late["id"].implode()))
         # A landing directory has no end: windows are evaluated as far as its watermark goes.
         # Spark emits a window's groups together, windows in end order: when it computes the
@@ -166,7 +167,7 @@ def assert_exact_over_disorder(tmp_path, landing, catalog, profile, reliability,
         got = got.select(root.columns)
         lost, duplicated = lost_and_duplicated(got, want)
         reliability("disorder", query=name, placement=placement, lateness=lateness, gateway=gateway,
-                    readings=readings.height, late=summary.late, rows_lost=lost,
+                    readings=readings.height, late=summary.quarantined.late, rows_lost=lost,
                     # what L costs: how far the last window_end evaluated trails the latest reading
                     output_lag_seconds=(on_time["ts"].max() - bound).total_seconds(),
                     rows_duplicated=duplicated, exact=same_rows(got, want))

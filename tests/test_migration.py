@@ -35,7 +35,7 @@ from optimizer.observed import (
     planned_statistics,
 )
 from rowstream.eventtime import EPOCH
-from rowstream.mig import STREAM
+from rowstream.gateway import STREAM
 from runtime.explain import explain
 from runtime.migration import PLAN_BATCHES, Request, moving_state_takeover, parse_migrate_at
 from tests.conftest import query_sql

@@ -72,37 +72,38 @@ def install() -> None:
     """Wrap the steps of the protocol (``POINTS``, ``MIGRATION_POINTS``) with their crash
     points. The processes the run starts learn which group to kill."""
     os.environ.setdefault(GROUP, str(os.getpgid(0)))
-    from columnar.store import ColumnarStore
-    from rowstream import mig, sources
+    from pyspark.sql.datasource_internal import _SimpleStreamReaderWrapper
 
-    reader = sources._LandingReader
-    partitions, read = reader.partitions, reader.read
+    from columnar.store import ColumnarStore
+    from rowstream import landing_source, mig, native
+
+    # The Python landing source reads a batch's files when Spark asks how far the stream has
+    # come, before Spark writes the batch's offsets; Spark plans the batch after.
+    reader = landing_source.LandingReader
+    read, partitions = reader.read, _SimpleStreamReaderWrapper.partitions
+
+    def file_read(self, start):
+        rows, end = read(self, start)
+        if end["after"] != start["after"]:
+            crash_point("file-read", end["after"])
+        return rows, end
 
     def offsets_written(self, start, end):
-        parts = partitions(self, start, end)
-        if parts and not parts[0].heartbeat_only:
-            crash_point("spark-offsets", Path(parts[0].paths[-1]).name)
-        return parts
+        if isinstance(self.simple_reader, reader) and end["after"] != start["after"]:
+            crash_point("spark-offsets", end["after"])
+        return partitions(self, start, end)
 
-    def file_read(self, partition):
-        batches = read(self, partition)
-        first = next(batches, None)  # the files are read and judged before the first rows
-        crash_point("file-read", Path(partition.paths[-1]).name)
-        if first is not None:
-            yield first
-            yield from batches
+    reader.read, _SimpleStreamReaderWrapper.partitions = file_read, offsets_written
 
-    reader.partitions, reader.read = offsets_written, file_read
+    admit_batch = native.admit_batch
 
-    admit_batch = mig.admit_batch
-
-    def judged(frame, files, **options):  # the native gateway's rows, judged by the MIG
-        verdict = admit_batch(frame, files, **options)
-        if files:
-            crash_point("file-read", files[-1].name)
+    def judged(frame, **options):  # the native gateway's rows, judged by its judge
+        verdict = admit_batch(frame, **options)
+        if frame.height:
+            crash_point("file-read", frame[native.FILE][-1])
         return verdict
 
-    mig.admit_batch = judged
+    native.admit_batch = judged
 
     arrive, evaluate_batch = mig.Mig._arrive, mig.Mig._evaluate_batch
 

@@ -1,0 +1,156 @@
+"""The gateway: how a stream enters Spark, and how each micro-batch is judged before its rows
+reach DuckDB (docs/design.md, Contracts).
+
+A gateway gives Spark a streaming DataFrame of the stream's rows (``SPARK_SCHEMA``: the stream's
+columns, ``heartbeat`` and, for a row its source already quarantined, ``reason``, ``rule`` and
+``origin``) and, for every micro-batch, a ``Judge``: a function of the batch's stream rows that
+returns a ``Verdict``, the three things the MIG needs of the batch:
+
+* which rows are admitted (the rest leave every crossing before DuckDB sees them);
+* the quarantined rows, with the rule each broke, its reason and its origin (file and line);
+* the stream's high-water mark after the batch, when the gateway, not its Spark source, keeps it.
+
+The MIG runs the judge on the driver over the batch's Arrow rows, or in the executors, one task
+at a time, where the batch's rows stay there (``rowstream/partitioned.py``); a judge is
+therefore picklable and reads nothing but its arguments and the files it was given. A source
+that judges its rows itself, before any Spark operator sees them (the generator, the Python
+landing source), has the plain ``Judge``: it admits every row it is given. A new gateway is one
+module with a ``Gateway`` subclass.
+
+The quarantined rows of every gateway, and those of Great Expectations' landing validation, go
+to one table (``columnar/store.py``, ``tandem_log.quarantine``); ``Quarantined`` counts them.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from rowstream.eventtime import LATE
+
+if TYPE_CHECKING:  # the runs' summaries count the quarantine without starting Spark
+    from pyspark.sql import DataFrame, SparkSession
+
+COLUMNS = ("id", "ts", "value", "property", "plug_id", "household_id", "house_id")
+ARROW_SCHEMA = pa.schema([
+    ("id", pa.int64()), ("ts", pa.timestamp("us", tz="UTC")), ("value", pa.float64()),
+    ("property", pa.int32()), ("plug_id", pa.int32()), ("household_id", pa.int32()),
+    ("house_id", pa.int32()), ("heartbeat", pa.bool_()), ("reason", pa.string()),
+    ("rule", pa.string()), ("origin", pa.string())])
+QUARANTINED = pa.schema([f for f in ARROW_SCHEMA if f.name != "heartbeat"])  # a quarantined row
+_QUARANTINE_TABLE = pa.schema([pa.field(f.name, pa.timestamp("us")) if f.name == "ts" else f
+                               for f in QUARANTINED])
+# The MIG's batch holds every relation as a struct column (rowstream/mig.py): the stream's rows
+# with the columns a judge reads, and the rows a source quarantined itself.
+STREAM, QUARANTINE = "stream", "quarantine"
+SPARK_SCHEMA = ("id BIGINT, ts TIMESTAMP, value DOUBLE, property INT, plug_id INT, "
+                "household_id INT, house_id INT, heartbeat BOOLEAN, reason STRING, rule STRING, "
+                "origin STRING")
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    """Rows quarantined, per rule: an input expectation's name, ``unreadable`` or ``late``."""
+
+    rules: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return sum(self.rules.values())
+
+    @property
+    def late(self) -> int:
+        """The rows that came later than the allowed lateness."""
+        return self.rules.get(LATE, 0)
+
+    def to_json(self) -> dict:
+        """As runs report it: the total, the late rows among them, and each rule's rows."""
+        return {"quarantined": self.total, "late": self.late, "rules": dict(self.rules)}
+
+    def __add__(self, other: Quarantined) -> Quarantined:
+        return Quarantined(dict(Counter(self.rules) + Counter(other.rules)))
+
+    @classmethod
+    def of(cls, rows: pa.Table) -> Quarantined:
+        """The counts of quarantined ``rows`` (a ``rule`` column)."""
+        return cls({c["values"]: c["counts"]
+                    for c in pc.value_counts(rows.column("rule")).to_pylist()})
+
+    @classmethod
+    def total_of(cls, parts: Iterable[Quarantined]) -> Quarantined:
+        return sum(parts, cls())
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A judged micro-batch (module docstring)."""
+
+    admitted: pa.Array | None  # boolean, one per stream row judged; None: every row
+    quarantined: pa.Table  # QUARANTINED
+    high_water: datetime | None  # after the batch; None where the source keeps it
+    files: tuple[str, ...] = ()  # the names of the landed files the rows came from
+
+
+class Judge:
+    """The judge of a source that judged its rows itself: every row it is given is admitted."""
+
+    def __call__(self, rows: pa.Table) -> Verdict:
+        return Verdict(None, QUARANTINED.empty_table(), None)
+
+    def unread(self, read: Iterable[str]) -> pa.Table:
+        """The quarantined rows that stand for the batch's files of which no row was read
+        (``read``: the names of those that gave rows): Spark's file sources skip a file they
+        cannot read."""
+        return QUARANTINED.empty_table()
+
+
+class Gateway(ABC):
+    """How a stream is read (module docstring)."""
+
+    name: ClassVar[str]  # as runs report it
+    # The stream's columns a judge reads: the MIG hands them over in the stream's relation.
+    judged: ClassVar[tuple[str, ...]] = ("ts",)
+
+    @abstractmethod
+    def stream(self, spark: SparkSession) -> DataFrame:
+        """The streaming DataFrame Spark reads (``SPARK_SCHEMA``, and ``judged``)."""
+
+    def judge(self, batch_id: int, high_water: datetime | None) -> Judge:
+        """The judge of micro-batch ``batch_id`` (the gateway's own numbering, from 0), given the
+        high-water mark of the batches before it (the last verdict's)."""
+        return Judge()
+
+
+def quarantined_rows(*parts: pa.Table) -> pa.Table:
+    """Quarantined rows as the quarantine table holds them: ``QUARANTINED``, in UTC wall time
+    (``rowstream/relations.py``)."""
+    return pa.concat_tables([_QUARANTINE_TABLE.empty_table(), *(
+        p.select(QUARANTINED.names).cast(_QUARANTINE_TABLE) for p in parts)])
+
+
+def admitted_rows(batch: pa.Table, verdict: Verdict) -> pa.Table:
+    """The rows of a batch (struct columns) that ``verdict`` admits: it judged the rows of the
+    stream's relation; every other row is admitted."""
+    if verdict.admitted is None:
+        return batch
+    keep = np.ones(batch.num_rows, bool)
+    judged = np.flatnonzero(batch.column(STREAM).is_valid().to_numpy(zero_copy_only=False))
+    keep[judged] = verdict.admitted.to_numpy(zero_copy_only=False)
+    return batch.filter(pa.array(keep))
+
+
+def heartbeat(ts_us: float) -> pa.Table:
+    """A heartbeat row at ``ts_us`` microseconds (``rowstream/dsps.py``: punctuation that moves
+    the event-time watermark)."""
+    row = {f.name: pa.nulls(1, f.type) for f in ARROW_SCHEMA}
+    row["ts"] = pa.array([round(ts_us)], pa.timestamp("us"))
+    row["heartbeat"] = pa.array([True])
+    return pa.table(row)
