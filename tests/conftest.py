@@ -1,10 +1,14 @@
 from __future__ import annotations
 
+import atexit
+import functools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +16,12 @@ import polars as pl
 import pytest
 
 from optimizer import load_catalog, load_profile
+
+# pytest-xdist's workers run under execnet, whose __main__ has neither a file nor a spec:
+# pyspark.sql.connect (Great Expectations imports it) takes that for a doctest run and exits.
+_main = sys.modules["__main__"]
+if getattr(_main, "__spec__", None) is None and not hasattr(_main, "__file__"):
+    _main.__file__ = "<pytest-xdist worker>"
 
 ROOT = Path(__file__).resolve().parents[1]
 QUERIES = ROOT / "queries"
@@ -61,9 +71,37 @@ def lost_and_duplicated(got: pl.DataFrame, want: pl.DataFrame) -> tuple[int, int
 
 
 def query_sql(name: str) -> str:
-    """A query of queries/ by name, or tests/data/<name>.sql."""
+    """A query of queries/ by name, a .sql file's path, or tests/data/<name>.sql."""
     path = QUERIES / f"{name}.sql"
-    return (path if path.exists() else ROOT / "tests" / "data" / f"{name}.sql").read_text()
+    if not path.exists():
+        path = Path(name) if name.endswith(".sql") else ROOT / "tests" / "data" / f"{name}.sql"
+    return path.read_text()
+
+
+SHORT_SECONDS_PER_MINUTE = 4  # a short variant's window: 5 minutes become 20 seconds
+
+
+def short(name: str) -> str:
+    """The path of the short-window variant of query ``name`` of queries/: every window a
+    fifteenth as long, its slide kept (5 minutes become 20 s). For the tests in which the
+    window's length is not what is checked: a run fills and slides its windows in a fifteenth
+    of the event time, and Spark's sliding windows put each tuple into a fifteenth as many
+    windows. The variant's name (its store schema, its results) is the query's."""
+    path = _short_queries() / f"{name}.sql"
+    if not path.exists():
+        path.write_text(re.sub(
+            r"INTERVAL '(\d+)' MINUTES?",
+            lambda m: f"INTERVAL '{int(m[1]) * SHORT_SECONDS_PER_MINUTE}' SECONDS",
+            (QUERIES / f"{name}.sql").read_text()))
+    return str(path)
+
+
+@functools.cache
+def _short_queries() -> Path:
+    directory = Path(tempfile.mkdtemp(prefix="tandem-short-queries-"))
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    shutil.copy(QUERIES / "catalog.toml", directory)  # a query's catalog is the one beside it
+    return directory
 
 
 @pytest.fixture(scope="session")

@@ -17,14 +17,16 @@ from optimizer import optimize
 from runtime.run import run
 from runtime.spec import RunSpec
 from tests.bad_input import plant, plant_csv, plant_parquet
-from tests.conftest import lost_and_duplicated, query_sql
+from tests.conftest import lost_and_duplicated, query_sql, short
 from tests.test_reference import assert_same_rows
 from workload.smart_plugs import SmartPlugs
 
 pytestmark = pytest.mark.integration
 
 TOPOLOGY = dict(houses=2, households_per_house=2, plugs=6)
-RATE, DURATION, FILE_SECONDS, LATENESS = 3, 400, 50, 5.0
+# The queries' short-window variants (tests/conftest.py:short): six files of 10 s fill and
+# slide their 20-second windows.
+RATE, DURATION, FILE_SECONDS, LATENESS = 3, 60, 10, 5.0
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +73,7 @@ def test_bad_csv_input_through_the_native_gateway(tmp_path, planted_csv, catalog
 def assert_quarantined_and_exact(tmp_path, planted, catalog, profile, reliability, name,
                                  placement, gateway):
     landing, expected = planted
-    summary = run(RunSpec(name, placement=placement, source=str(landing), lateness=LATENESS,
+    summary = run(RunSpec(short(name), placement=placement, source=str(landing), lateness=LATENESS,
                           store=tmp_path / "tandem.duckdb", checkpoint=tmp_path / "checkpoint"))
     with ColumnarStore(tmp_path / "tandem.duckdb") as store:
         got = pl.from_arrow(store.results(name))
@@ -86,7 +88,7 @@ def assert_quarantined_and_exact(tmp_path, planted, catalog, profile, reliabilit
     assert quarantined == expected.rules
     assert summary.quarantined.rules == Counter(expected.rules.values())
     assert all(reasons.values())
-    root = optimize(query_sql(name), catalog, profile).logical.root
+    root = optimize(query_sql(short(name)), catalog, profile).logical.root
     # A directory has no end: windows complete as far as its watermark, the last event less L.
     bound = expected.good["ts"].max() - timedelta(seconds=LATENESS)
     want = reference.Evaluator({"plugs": expected.good}).result(root).filter(

@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tandem.cli import app
+from tests.conftest import short
 
 runner = CliRunner()
 DESIGN_KEYS = {"placement", "operators", "bottleneck_cost", "utilization_cost", "feasible",
@@ -81,7 +82,7 @@ def test_memory_budget_can_make_a_plan_infeasible():
 @pytest.mark.integration
 def test_run_and_verify_report_what_they_did(tmp_path):
     store = tmp_path / "t.duckdb"
-    ran = runner.invoke(app, ["run", "q5", "--placement", "duckdb", "--rate", "20",
+    ran = runner.invoke(app, ["run", short("q5"), "--placement", "duckdb", "--rate", "20",
                               "--duration", "60", "--batch", "30", "--store", str(store)])
     assert ran.exit_code == 0, ran.output
     said = " ".join(ran.output.split())  # rich wraps lines at the terminal's width
@@ -89,6 +90,7 @@ def test_run_and_verify_report_what_they_did(tmp_path):
     assert "(30.0 s of event time)" in said  # the last batch's work against its span
     assert "q_q5.results" in said and str(store) in "".join(ran.output.split())
     # The sample holds the three uniform plans and the optimiser's.
-    checked = runner.invoke(app, ["verify", "q5", "--placements", "4", "--parallel", "2"])
+    checked = runner.invoke(app, ["verify", short("q5"), "--placements", "4", "--parallel", "2",
+                                  "--duration", "60"])
     assert checked.exit_code == 0, checked.output
     assert "4 placements: 4 same as the reference, 0 different" in " ".join(checked.output.split())

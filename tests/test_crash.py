@@ -19,7 +19,7 @@ from benchmarking.verify import SMALL
 from columnar.store import ColumnarStore
 from optimizer import load_catalog, load_profile, optimize
 from rowstream.eventtime import LATE, US, watermark
-from tests.conftest import QUERIES, lost_and_duplicated, query_sql
+from tests.conftest import QUERIES, lost_and_duplicated, query_sql, short
 from tests.crash.points import POINTS, environment
 from tests.test_reference import assert_same_rows
 from workload.disorder import Disorder
@@ -32,7 +32,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PLACEMENT = "select_1=spark,aggregate_1=spark,aggregate_2=duckdb"
 LATENESS = "1"  # below the largest delay: the quarantine holds late readings too
 STREAM = SmartPlugs(rate=5, **SMALL)
-DURATION, FILE_SECONDS = 400, 50  # eight files, a micro-batch each, and one that closes
+# Eight files, a micro-batch each, and one that closes; Q5's short-window variant
+# (tests/conftest.py:short), whose 20-second windows span two files.
+DURATION, FILE_SECONDS = 80, 10
 
 
 def tandem(*args: str, crash: str | None = None, state: Path | None = None):
@@ -73,7 +75,7 @@ def expected(files: list[Path]) -> tuple[pl.DataFrame, list[int]]:
         late += rows.filter(is_late)["id"].to_list()
         admitted = rows.filter(~is_late)["us"].max()
         high = max(t for t in (high, admitted) if t is not None)
-    root = optimize(query_sql("q5"), load_catalog(QUERIES / "catalog.toml"),
+    root = optimize(query_sql(short("q5")), load_catalog(QUERIES / "catalog.toml"),
                     load_profile()).logical.root
     step = round(root.slide * US)
     last_end = (high // 1000 * 1000 - lateness) // step * step
@@ -107,7 +109,7 @@ def landing(tmp_path_factory) -> list[Path]:
 
 
 def run_args(landing: list[Path], store: Path, placement: str = PLACEMENT) -> list[str]:
-    return ["run", "q5", "--placement", placement, "--source", str(landing[0].parent),
+    return ["run", short("q5"), "--placement", placement, "--source", str(landing[0].parent),
             "--store", str(store), "--lateness", LATENESS]
 
 
@@ -159,7 +161,7 @@ def test_a_killed_microbatch_run_resumes_exactly_once(tmp_path, landing, reliabi
     state, target = tmp_path / "state", tmp_path / "state" / "landing"
 
     def microbatch(crash: str | None = None):
-        return tandem("microbatch", "q5", "--lateness", LATENESS, state=state, crash=crash)
+        return tandem("microbatch", short("q5"), "--lateness", LATENESS, state=state, crash=crash)
 
     land(landing, target, slice(0, 4))
     first = microbatch()

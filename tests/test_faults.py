@@ -23,7 +23,7 @@ from optimizer import optimize
 from optimizer.errors import TandemError
 from runtime.run import run
 from runtime.spec import RunSpec
-from tests.conftest import lost_and_duplicated, query_sql
+from tests.conftest import lost_and_duplicated, query_sql, short
 from tests.crash.points import JVM, environment
 from tests.test_reference import assert_same_rows
 from workload.smart_plugs import SmartPlugs
@@ -31,17 +31,19 @@ from workload.smart_plugs import SmartPlugs
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[1]
-RATE, DURATION, BATCH = 3, 400, 50
+# Q5's short-window variant (tests/conftest.py:short): 80 s fill and slide its 20-second
+# windows in eight micro-batches.
+RATE, DURATION, BATCH = 3, 80, 10
 PLACEMENT = "select_1=spark,aggregate_1=spark,aggregate_2=duckdb"  # state in both engines
 
 
 def q5(tmp_path, **kwargs):
-    return run(RunSpec("q5", placement=PLACEMENT, rate=RATE, duration=DURATION, batch=BATCH,
+    return run(RunSpec(short("q5"), placement=PLACEMENT, rate=RATE, duration=DURATION, batch=BATCH,
                        topology=SMALL, store=tmp_path / "t.duckdb", **kwargs))
 
 
 def assert_reference_rows(store, catalog, profile, reliability, fault: str):
-    root = optimize(query_sql("q5"), catalog, profile).logical.root
+    root = optimize(query_sql(short("q5")), catalog, profile).logical.root
     stream = {"plugs": pl.from_arrow(SmartPlugs(rate=RATE, **SMALL).between(0, DURATION))}
     with ColumnarStore(store) as columnar:
         got = pl.from_arrow(columnar.results("q5")).select(root.columns)
@@ -75,7 +77,7 @@ def test_a_store_locked_by_another_process(tmp_path, catalog, profile, reliabili
 def run_landing(landing: Path, store: Path, *args: str, crash: str | None = None):
     """``tandem run`` of Q5 over ``landing`` in a process of its own (the JVM of this test
     session lives on)."""
-    return subprocess.run([sys.executable, "-m", "tandem.cli", "run", "q5", "--placement",
+    return subprocess.run([sys.executable, "-m", "tandem.cli", "run", short("q5"), "--placement",
                            PLACEMENT, "--source", str(landing), "--store", str(store), *args],
                           env=environment(crash), capture_output=True, text=True, timeout=600, cwd=ROOT)
 
@@ -85,7 +87,7 @@ def assert_resumed_exactly(landing: Path, store: Path, catalog, profile, reliabi
     resumed = run_landing(landing, store, "--resume")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     # A landing directory is evaluated up to its watermark: the last event less 5 s.
-    root = optimize(query_sql("q5"), catalog, profile).logical.root
+    root = optimize(query_sql(short("q5")), catalog, profile).logical.root
     stream = pl.from_arrow(SmartPlugs(rate=RATE, **SMALL).between(0, DURATION))
     want = reference.evaluate(root, {"plugs": stream}).filter(
         pl.col("window_end") <= stream["ts"].max() - timedelta(seconds=5))

@@ -18,7 +18,7 @@ from optimizer import optimize
 from runtime.cleanup import cleanup
 from runtime.microbatch import run_microbatch
 from runtime.migration import PLAN_BATCHES, recorded_plans, run_adaptive
-from tests.conftest import lost_and_duplicated, query_sql
+from tests.conftest import lost_and_duplicated, query_sql, short
 from tests.crash.points import MIGRATION_POINTS, POINTS, environment
 from tests.test_crash import land
 from tests.test_reference import assert_same_rows
@@ -28,9 +28,12 @@ from workload.smart_plugs import SmartPlugs
 pytestmark = pytest.mark.integration
 
 # The rate steps 20-fold and back, as 2,000 -> 40,000 -> 2,000 tuples/s does, at a scale the
-# reference evaluator handles: six plugs at 3, then 60, then 3 tuples/s. 50 s micro-batches.
+# reference evaluator handles: six plugs at 6, then 120, then 6 tuples/s. The queries'
+# short-window variants (tests/conftest.py:short), whose largest window is 20 s; 4 s
+# micro-batches.
 TOPOLOGY = dict(houses=2, households_per_house=2, plugs=6)
-RATE, STEPS, DURATION, BATCH = 3, ((300, 60), (450, 3)), 700, 50
+RATE, STEPS, DURATION, BATCH = 6, ((20, 120), (30, 6)), 48, 4
+WINDOW = 20  # seconds: the largest window of the short variants
 
 
 @pytest.fixture(scope="module")
@@ -42,22 +45,22 @@ def truth():
 @pytest.mark.parametrize("name", ["q1", "q3", "q6"])
 def test_moving_state_both_ways_gives_the_reference_rows(tmp_path, truth, catalog, profile,
                                                          name):
-    # Spark -> DuckDB in the burst, DuckDB -> Spark after it; both once the first 5-minute
+    # Spark -> DuckDB in the burst, DuckDB -> Spark after it; both once the first whole
     # windows have been evaluated.
-    summary = run_adaptive(name, rate=RATE, steps=STEPS, duration=DURATION, batch=BATCH,
+    summary = run_adaptive(short(name), rate=RATE, steps=STEPS, duration=DURATION, batch=BATCH,
                            topology=TOPOLOGY, placement="spark", adaptive=False,
-                           migrate_at=[(380, "duckdb", "ms"), (550, "spark", "ms")],
+                           migrate_at=[(24, "duckdb", "ms"), (36, "spark", "ms")],
                            store=tmp_path / "tandem.duckdb")
     assert [set(m.new.values()) for m in summary.migrations] == [{"duckdb"}, {"spark"}]
-    root = optimize(query_sql(name), catalog, profile).logical.root
+    root = optimize(query_sql(short(name)), catalog, profile).logical.root
     got = results(tmp_path / "tandem.duckdb", name).select(root.columns)
     want = truth.result(root)
     assert lost_and_duplicated(got, want) == (0, 0)
     assert_same_rows(got, want)
     for migration in summary.migrations:
         # Neither plan keeps a DuckDB table the other keeps alike: every state was rebuilt
-        # from the stream, read again from at least a 5-minute window before the floor on.
-        assert migration.taken == () and migration.replayed_seconds >= 300 - 1
+        # from the stream, read again from at least a whole window before the floor on.
+        assert migration.taken == () and migration.replayed_seconds >= WINDOW - 1
         assert migration.floor is not None and migration.duration > 0
 
 
@@ -65,14 +68,14 @@ def test_moving_state_takes_over_the_tables_kept_alike(tmp_path, truth, catalog,
     # Q3's join moves from Spark into DuckDB, beside its aggregates: their pane partials move
     # to the new plan's schema, and there is no other state to rebuild.
     aggregates = "select_1=spark,aggregate_1=duckdb,select_2=spark,aggregate_2=duckdb"
-    summary = run_adaptive("q3", rate=RATE, steps=STEPS, duration=DURATION, batch=BATCH,
+    summary = run_adaptive(short("q3"), rate=RATE, steps=STEPS, duration=DURATION, batch=BATCH,
                            topology=TOPOLOGY, placement=f"{aggregates},join_1=spark,project_1=spark",
                            adaptive=False, store=tmp_path / "tandem.duckdb",
-                           migrate_at=[(380, f"{aggregates},join_1=duckdb,project_1=duckdb", "ms")])
+                           migrate_at=[(24, f"{aggregates},join_1=duckdb,project_1=duckdb", "ms")])
     (migration,) = summary.migrations
     assert migration.taken == ("panes_aggregate_1", "panes_aggregate_2")
     assert migration.replayed_seconds == 0
-    root = optimize(query_sql("q3"), catalog, profile).logical.root
+    root = optimize(query_sql(short("q3")), catalog, profile).logical.root
     got = results(tmp_path / "tandem.duckdb", "q3").select(root.columns)
     want = truth.result(root)
     assert lost_and_duplicated(got, want) == (0, 0)
@@ -84,12 +87,12 @@ def test_moving_state_takes_over_the_tables_kept_alike(tmp_path, truth, catalog,
 def test_parallel_track_gives_the_reference_rows_and_output_all_along(tmp_path, truth, catalog,
                                                                       profile, name, before,
                                                                       after):
-    summary = run_adaptive(name, rate=RATE, steps=STEPS, duration=DURATION, batch=BATCH,
+    summary = run_adaptive(short(name), rate=RATE, steps=STEPS, duration=DURATION, batch=BATCH,
                            topology=TOPOLOGY, placement=before, adaptive=False,
-                           migrate_at=[(320, after, "pt")], store=tmp_path / "tandem.duckdb")
+                           migrate_at=[(24, after, "pt")], store=tmp_path / "tandem.duckdb")
     (migration,) = summary.migrations
     assert set(migration.new.values()) == {after}
-    root = optimize(query_sql(name), catalog, profile).logical.root
+    root = optimize(query_sql(short(name)), catalog, profile).logical.root
     got = results(tmp_path / "tandem.duckdb", name).select(root.columns)
     want = truth.result(root)
     assert lost_and_duplicated(got, want) == (0, 0)
@@ -109,7 +112,7 @@ ADAPTIVE = "import json, sys; from runtime.migration import run_adaptive; " \
 
 def adaptive(store: Path, name: str, placement: str, migrate_at: tuple, crash: str | None = None,
              resume: bool = False) -> subprocess.CompletedProcess:
-    arguments = dict(query=name, rate=RATE, steps=STEPS, duration=DURATION, batch=BATCH,
+    arguments = dict(query=short(name), rate=RATE, steps=STEPS, duration=DURATION, batch=BATCH,
                      topology=TOPOLOGY, placement=placement, adaptive=False,
                      migrate_at=[migrate_at], store=str(store), resume=resume)
     return subprocess.run([sys.executable, "-c", ADAPTIVE, json.dumps(arguments)], cwd=ROOT,
@@ -119,13 +122,13 @@ def adaptive(store: Path, name: str, placement: str, migrate_at: tuple, crash: s
 
 @pytest.mark.parametrize("name, placement, migrate_at, crash", [
     # Moving State: the old plan has stopped, and the new one is not recorded yet.
-    ("q1", "spark", (380, "duckdb", "ms"), "migration:1"),
+    ("q1", "spark", (24, "duckdb", "ms"), "migration:1"),
     # Moving State: the new plan evaluates the batch that read the open windows again.
-    ("q3", "spark", (380, "duckdb", "ms"), f"evaluation:{PLAN_BATCHES}"),
+    ("q3", "spark", (24, "duckdb", "ms"), f"evaluation:{PLAN_BATCHES}"),
     # Parallel Track: both plans run; the new one evaluates its second batch.
-    ("q1", "spark", (320, "duckdb", "pt"), f"evaluation:{PLAN_BATCHES + 1}"),
+    ("q1", "spark", (24, "duckdb", "pt"), f"evaluation:{PLAN_BATCHES + 1}"),
     # Parallel Track: the old plan is done, the new one's results are still held.
-    ("q6", "duckdb", (320, "spark", "pt"), "release:1"),
+    ("q6", "duckdb", (24, "spark", "pt"), "release:1"),
 ])
 def test_a_run_killed_in_the_middle_of_a_migration_resumes_exactly(tmp_path, truth, catalog,
                                                                    profile, name, placement,
@@ -138,7 +141,7 @@ def test_a_run_killed_in_the_middle_of_a_migration_resumes_exactly(tmp_path, tru
         f"({({**POINTS, **MIGRATION_POINTS})[point]}): {killed.stderr[-2000:]}")
     resumed = adaptive(store, name, placement, migrate_at, resume=True)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    root = optimize(query_sql(name), catalog, profile).logical.root
+    root = optimize(query_sql(short(name)), catalog, profile).logical.root
     got = results(store, name).select(root.columns)
     want = truth.result(root)
     assert lost_and_duplicated(got, want) == (0, 0)
@@ -150,31 +153,31 @@ def test_a_microbatch_run_adopts_the_nightly_plan_by_parallel_track(tmp_path, mo
     # The checkpoint's first plan is pure Spark; the nightly job logs the optimiser's plan for
     # the stream it archived; the runs that follow migrate to it by Parallel Track.
     stream = SmartPlugs(rate=RATE, **TOPOLOGY)
-    files = stream.write_files(tmp_path / "files", 1400, 50)
+    files = stream.write_files(tmp_path / "files", 80, 5)
     state = tmp_path / "state"
     monkeypatch.setenv("TANDEM_STATE", str(state))
 
     def scheduled(files_so_far: slice):
         land(files, state / "landing", files_so_far)
-        return run_microbatch("q1", state / "landing", checkpoints=state / "checkpoints",
+        return run_microbatch(short("q1"), state / "landing", checkpoints=state / "checkpoints",
                               store=state / "tandem.duckdb", placement="spark")
 
-    # The plan is adopted after the second run (the 5-minute windows fill up in the first);
+    # The plan is adopted after the second run (the 20-second windows fill up in the first);
     # the third runs both plans, until the old one emits its last window; the fourth the new.
     scheduled(slice(0, 4))
-    nightly = cleanup(["q1"], store=state / "tandem.duckdb", checkpoints=state / "checkpoints",
+    nightly = cleanup([short("q1")], store=state / "tandem.duckdb", checkpoints=state / "checkpoints",
                       landing=state / "landing", catalog=ROOT / "queries" / "catalog.toml")
     (logged,) = nightly.plans
     assert logged["changed"] and set(logged["placement"].values()) != {"spark"}
-    for files_so_far in (slice(4, 6), slice(6, 20), slice(20, None)):
+    for files_so_far in (slice(4, 6), slice(6, 12), slice(12, None)):
         scheduled(files_so_far)
     history = recorded_plans(state / "tandem.duckdb", "q1_microbatch")
     assert [history[n]["status"] for n in sorted(history)] == ["done", "running"]
     assert history[1]["migration"]["new"] == logged["placement"]
     # Every window_end up to where the stream's files have got to, exactly once.
-    root = optimize(query_sql("q1"), catalog, profile).logical.root
+    root = optimize(query_sql(short("q1")), catalog, profile).logical.root
     got = results(state / "tandem.duckdb", "q1_microbatch").select(root.columns)
-    truth = reference.Evaluator({"plugs": pl.from_arrow(stream.between(0, 1400))})
+    truth = reference.Evaluator({"plugs": pl.from_arrow(stream.between(0, 80))})
     want = truth.result(root).filter(pl.col("window_end") <= got["window_end"].max())
     assert lost_and_duplicated(got, want) == (0, 0)
     assert_same_rows(got, want)

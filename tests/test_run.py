@@ -16,17 +16,18 @@ from optimizer.errors import TandemError
 from runtime.explain import explain
 from runtime.run import run
 from runtime.spec import RunSpec
-from tests.conftest import ROOT, query_sql
+from tests.conftest import ROOT, query_sql, short
 from tests.matrix import matrix
 from tests.test_reference import assert_same_rows
 from workload.smart_plugs import SmartPlugs
 
 pytestmark = pytest.mark.integration
 
-# Six plugs in two houses at 3 tuples/s: every plug reports a load every 4 s. 400 s of event
-# time fill the 5-minute windows and slide them; 50 s micro-batches keep the run short.
+# Six plugs in two houses at 6 tuples/s: every plug reports a load every 2 s. The queries'
+# short-window variants (tests/conftest.py:short): 60 s of event time fill their 20-second
+# windows and slide them; 10 s micro-batches keep the run short.
 TOPOLOGY = dict(houses=2, households_per_house=2, plugs=6)
-RATE, DURATION, BATCH = 3, 400, 50
+RATE, DURATION, BATCH = 6, 60, 10
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +46,7 @@ HOOKS = ("explanation", "on_batch", "on_start", "stop_when")  # run's, beside th
 
 def run_small(name, tmp_path, **kwargs):
     hooks = {k: kwargs.pop(k) for k in HOOKS if k in kwargs}
-    return run(RunSpec(name, rate=RATE, duration=DURATION, batch=BATCH, topology=TOPOLOGY,
+    return run(RunSpec(short(name), rate=RATE, duration=DURATION, batch=BATCH, topology=TOPOLOGY,
                        store=tmp_path / "tandem.duckdb", checkpoint=tmp_path / "checkpoint",
                        **kwargs), **hooks)
 
@@ -59,7 +60,7 @@ CASES = matrix(("q2", "q4"))
 @pytest.mark.parametrize("name, placement", CASES)
 def test_placements_give_the_reference_rows(tmp_path, truth, catalog, profile, name, placement):
     summary = run_small(name, tmp_path, placement=placement)
-    root = optimize(query_sql(name), catalog, profile).logical.root
+    root = optimize(query_sql(short(name)), catalog, profile).logical.root
     got = results(tmp_path / "tandem.duckdb", name)
     want = truth.result(root)
     assert summary.tuples == RATE * DURATION and summary.result_rows == want.height
@@ -85,7 +86,7 @@ def test_each_batch_reports_the_statistics_the_monitor_needs(tmp_path, truth, ca
     reports = []
     run_small("q5", tmp_path / "b", placement="select_1=spark,aggregate_1=spark,aggregate_2=duckdb",
               on_batch=reports.append)
-    plan = optimize(query_sql("q5"), catalog, profile).logical
+    plan = optimize(query_sql(short("q5")), catalog, profile).logical
     aggregate = next(n for n, rid in plan.relation_ids.items() if rid == "aggregate_1")
     last = results(tmp_path / "b" / "tandem.duckdb", "q5")["window_end"].max()
     want = truth.result(aggregate).filter(pl.col("window_end") <= last)
@@ -105,7 +106,7 @@ def test_a_run_restarted_from_its_checkpoint_neither_loses_nor_duplicates(tmp_pa
     first = run_small("q1", tmp_path, placement=placement, stop_after=3)
     assert 0 < first.batches < DURATION / BATCH
     run_small("q1", tmp_path, placement=placement, resume=True)
-    root = optimize(query_sql("q1"), catalog, profile).logical.root
+    root = optimize(query_sql(short("q1")), catalog, profile).logical.root
     assert_same_rows(results(tmp_path / "tandem.duckdb", "q1").select(root.columns),
                      truth.result(root))
 
@@ -113,12 +114,12 @@ def test_a_run_restarted_from_its_checkpoint_neither_loses_nor_duplicates(tmp_pa
 def test_the_fragment_sql_that_runs_is_the_explained_one(tmp_path, truth, catalog, profile):
     # The DB-op's SQL as explain shows it, narrowed to one house: the run's rows are the
     # reference's of that house, so the run executed that text and generated none of its own.
-    explained = explain("q5", placement="duckdb")
+    explained = explain(short("q5"), placement="duckdb")
     (fragment,) = explained.fragments
     narrowed = replace(fragment, sql=f"SELECT * FROM ({fragment.sql}) WHERE house_id = 0")
     run_small("q5", tmp_path, placement="duckdb",
               explanation=replace(explained, fragments=[narrowed]))
-    root = optimize(query_sql("q5"), catalog, profile).logical.root
+    root = optimize(query_sql(short("q5")), catalog, profile).logical.root
     got = results(tmp_path / "tandem.duckdb", "q5").select(root.columns)
     assert got.height > 0 and set(got["house_id"]) == {0}
     assert_same_rows(got, truth.result(root).filter(pl.col("house_id") == 0))
@@ -134,7 +135,7 @@ def test_a_failed_micro_batch_fails_the_run_and_resume_completes_it(tmp_path, tr
         run_small("q5", tmp_path, placement="duckdb", on_batch=fail_third)
     # Spark replays the failed batch; the store took its rows once.
     run_small("q5", tmp_path, placement="duckdb", resume=True)
-    root = optimize(query_sql("q5"), catalog, profile).logical.root
+    root = optimize(query_sql(short("q5")), catalog, profile).logical.root
     assert_same_rows(results(tmp_path / "tandem.duckdb", "q5").select(root.columns),
                      truth.result(root))
 
@@ -143,7 +144,7 @@ def test_spark_operators_after_a_db_op_get_duckdb_rows_back(tmp_path, truth, cat
     # Q3 with the aggregates in DuckDB and the join and projection in Spark.
     placement = "select_1=spark,aggregate_1=duckdb,select_2=spark,aggregate_2=duckdb,join_1=spark,project_1=spark"
     summary = run_small("q3", tmp_path, placement=placement)
-    root = optimize(query_sql("q3"), catalog, profile).logical.root
+    root = optimize(query_sql(short("q3")), catalog, profile).logical.root
     assert_same_rows(results(tmp_path / "tandem.duckdb", "q3").select(root.columns),
                      truth.result(root))
     # Both aggregates' rows went back to Spark: one row per plug and window, twice.
@@ -155,7 +156,7 @@ def test_spark_operators_after_a_db_op_get_duckdb_rows_back(tmp_path, truth, cat
 def test_every_pure_spark_design_gives_the_reference_rows(tmp_path, truth, catalog, profile,
                                                           design, name):
     run_small(name, tmp_path, placement="spark", spark_design=design)
-    root = optimize(query_sql(name), catalog, profile).logical.root
+    root = optimize(query_sql(short(name)), catalog, profile).logical.root
     assert_same_rows(results(tmp_path / "tandem.duckdb", name).select(root.columns),
                      truth.result(root))
 
@@ -168,6 +169,6 @@ def test_the_hand_written_spark_design_gives_the_reference_rows(tmp_path, truth,
     import spark_numpy
 
     run_small(name, tmp_path, placement="spark", spark_design=spark_numpy.NAME)
-    root = optimize(query_sql(name), catalog, profile).logical.root
+    root = optimize(query_sql(short(name)), catalog, profile).logical.root
     assert_same_rows(results(tmp_path / "tandem.duckdb", name).select(root.columns),
                      truth.result(root))
