@@ -7,11 +7,12 @@ crossing as a column, and the rows of Spark's stateful operators are unioned to 
 relation is a struct column named by its relation id, null in the rows that are not its own.
 For every micro-batch it
 
-1. moves the rows of each crossing to its DuckDB table as Arrow (``toArrow``; DuckDB scans the
-   Arrow buffers), and records how far each crossing is complete: the stream up to its latest
-   event less the allowed lateness (its watermark, ``rowstream/eventtime.py``; the source has
-   quarantined the rows that came later than that), a relation of Spark's stateful operators up
-   to the last window its heartbeat rows closed;
+1. has the gateway judge the batch (``rowstream/gateway.py``: its admitted rows, its quarantined
+   rows, its high-water mark), moves the admitted rows of each crossing to its DuckDB table as
+   Arrow (``toArrow``; DuckDB scans the Arrow buffers), and records how far each crossing is
+   complete: the stream up to its latest event less the allowed lateness (its watermark,
+   ``rowstream/eventtime.py``; the gateway has quarantined the rows that came later than that),
+   a relation of Spark's stateful operators up to the last window its heartbeat rows closed;
 2. evaluates the part of the plan after the MIG for every window_end that all crossings have
    completed, bottom-up: each DB-op as one DuckDB query over all those window_ends, each Spark
    operator after a DB-op on DataFrames of DuckDB's rows (``createDataFrame`` from Arrow);

@@ -177,7 +177,9 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
                                   f"{type(cause).__name__}: {first_line} (details in "
                                   f"{spark_log_path(store)}; {'free space, then ' if full else ''}"
                                   "`--resume` continues from the last checkpoint)")
-        except Py4JError as err:
+        # Py4J reports a JVM gone mid-call as its own error, one gone before a new connection
+        # as the socket's refusal.
+        except (Py4JError, ConnectionError) as err:
             if isinstance(err, Py4JJavaError) or jvm_alive(spark, wait=JVM_EXIT_SECONDS):
                 raise
             raise TandemError(f"Spark's JVM stopped during the run (killed, or out of memory: "

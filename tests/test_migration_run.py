@@ -32,7 +32,7 @@ pytestmark = pytest.mark.integration
 # short-window variants (tests/conftest.py:short), whose largest window is 20 s; 4 s
 # micro-batches.
 TOPOLOGY = dict(houses=2, households_per_house=2, plugs=6)
-RATE, STEPS, DURATION, BATCH = 6, ((20, 120), (30, 6)), 48, 4
+RATE, STEPS, DURATION, BATCH = 6, ((20, 120), (30, 6)), 52, 4
 WINDOW = 20  # seconds: the largest window of the short variants
 
 
@@ -49,7 +49,7 @@ def test_moving_state_both_ways_gives_the_reference_rows(tmp_path, truth, catalo
     # windows have been evaluated.
     summary = run_adaptive(short(name), rate=RATE, steps=STEPS, duration=DURATION, batch=BATCH,
                            topology=TOPOLOGY, placement="spark", adaptive=False,
-                           migrate_at=[(24, "duckdb", "ms"), (36, "spark", "ms")],
+                           migrate_at=[(30, "duckdb", "ms"), (42, "spark", "ms")],
                            store=tmp_path / "tandem.duckdb")
     assert [set(m.new.values()) for m in summary.migrations] == [{"duckdb"}, {"spark"}]
     root = optimize(query_sql(short(name)), catalog, profile).logical.root
@@ -71,7 +71,7 @@ def test_moving_state_takes_over_the_tables_kept_alike(tmp_path, truth, catalog,
     summary = run_adaptive(short("q3"), rate=RATE, steps=STEPS, duration=DURATION, batch=BATCH,
                            topology=TOPOLOGY, placement=f"{aggregates},join_1=spark,project_1=spark",
                            adaptive=False, store=tmp_path / "tandem.duckdb",
-                           migrate_at=[(24, f"{aggregates},join_1=duckdb,project_1=duckdb", "ms")])
+                           migrate_at=[(30, f"{aggregates},join_1=duckdb,project_1=duckdb", "ms")])
     (migration,) = summary.migrations
     assert migration.taken == ("panes_aggregate_1", "panes_aggregate_2")
     assert migration.replayed_seconds == 0
@@ -122,9 +122,9 @@ def adaptive(store: Path, name: str, placement: str, migrate_at: tuple, crash: s
 
 @pytest.mark.parametrize("name, placement, migrate_at, crash", [
     # Moving State: the old plan has stopped, and the new one is not recorded yet.
-    ("q1", "spark", (24, "duckdb", "ms"), "migration:1"),
+    ("q1", "spark", (30, "duckdb", "ms"), "migration:1"),
     # Moving State: the new plan evaluates the batch that read the open windows again.
-    ("q3", "spark", (24, "duckdb", "ms"), f"evaluation:{PLAN_BATCHES}"),
+    ("q3", "spark", (30, "duckdb", "ms"), f"evaluation:{PLAN_BATCHES}"),
     # Parallel Track: both plans run; the new one evaluates its second batch.
     ("q1", "spark", (24, "duckdb", "pt"), f"evaluation:{PLAN_BATCHES + 1}"),
     # Parallel Track: the old plan is done, the new one's results are still held.
