@@ -135,6 +135,7 @@ class ColumnarStore:
         self._created.difference_update([t for t in self._created
                                          if t.startswith(f"{schema}.")])
         if self.logged(QUARANTINE):
+            self._upgrade_quarantine()
             self._run(f"DELETE FROM {LOG_SCHEMA}.{QUARANTINE} WHERE query = ?", [query])
 
     def start_run(self, query: str) -> str:
@@ -384,6 +385,7 @@ class ColumnarStore:
                 self._run(f"CREATE TABLE IF NOT EXISTS {table} AS SELECT NULL::VARCHAR AS query, "
                           "NULL::BIGINT AS batch_id, NULL::VARCHAR AS target, * FROM __rows "
                           "LIMIT 0")
+                self._upgrade_quarantine()
                 self._created.add(table)
             self._run(f"DELETE FROM {table} WHERE "
                       + " AND ".join(f"{k} IS NOT DISTINCT FROM ?" for k in keys),
@@ -392,6 +394,13 @@ class ColumnarStore:
                 self._run(f"INSERT INTO {table} BY NAME SELECT ?::VARCHAR AS query, "
                           "?::BIGINT AS batch_id, ?::VARCHAR AS target, * FROM __rows",
                           list(keys.values()))
+
+    def _upgrade_quarantine(self) -> None:
+        """A store written before the gateways shared the quarantine has it from the landing
+        validation alone, without the columns that say which run found a row."""
+        for column, kind in (("query", "VARCHAR"), ("batch_id", "BIGINT"), ("target", "VARCHAR")):
+            self._run(f"ALTER TABLE {LOG_SCHEMA}.{QUARANTINE} ADD COLUMN IF NOT EXISTS "
+                      f"{column} {kind}")
 
     def logged_targets(self, log: str, suite: str) -> set[str]:
         """The targets that the log ``log`` holds outcomes of ``suite`` for."""

@@ -79,8 +79,8 @@ def unreadable(path: Path, err: Exception) -> pl.DataFrame:
 def _read_csv(path: Path) -> pl.DataFrame:
     # Bytes that are not UTF-8 spoil their line only, which is then quarantined. Lines end as
     # Hadoop's line reader (Spark's text source, the native gateway) ends them, at \n, \r\n
-    # or \r.
-    text = path.read_bytes().decode("utf-8", errors="replace")
+    # or \r; a byte-order mark before the first is not text of it.
+    text = path.read_bytes().decode("utf-8-sig", errors="replace")
     lines = _LINE_END.split(text.removesuffix("\n").removesuffix("\r")) if text else []
     return csv_frame(pl.Series("line", lines, pl.String), path.name)
 

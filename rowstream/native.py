@@ -251,6 +251,10 @@ def _judged_csv(rows: pl.DataFrame, time_distance: float) -> pl.DataFrame:
         if frame["rule"].is_null().all():
             return frame.with_columns(lines["position"])
     frame = judged(csv_frame(rows[LINE], name), time_distance)
+    if frame.height != lines.height:  # the two tell a header line alike: they cannot differ
+        raise TandemError(f"{name}: Spark's text source gave {lines.height} lines and the input "
+                          f"suite reads {frame.height}: land it as Parquet, or run with "
+                          "--gateway python")
     good = frame["reason"].is_null()
     spark = lines.select(*COLUMNS).cast(STREAM).filter(good)
     differs = ~pl.all_horizontal(pl.col(c).eq_missing(spark[c]) for c in STREAM)

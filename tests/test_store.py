@@ -117,3 +117,19 @@ def test_a_takeover_copies_the_rows_of_recorded_arrivals_only(tmp_path, q5):
     # Copied again (a resumed migration), it is the same copy, not two.
     store.take_over("old", "new", tables)
     assert store.rows("new", q5.sources[0].table) == 50
+
+
+def test_a_quarantine_written_before_the_gateways_shared_it_takes_their_rows(tmp_path):
+    # Before, only the landing validation wrote tandem_log.quarantine: no query, no batch_id.
+    with ColumnarStore(tmp_path / "old.duckdb") as store:
+        store.replace_logged("quarantine", "a.csv", pa.table({"id": [1], "rule": ["x"],
+                                                              "target": ["a.csv"]}))
+    with ColumnarStore(tmp_path / "old.duckdb") as store:
+        store.forget("q1")  # a fresh run
+        store.quarantine(pa.table({"id": [2], "rule": ["late"]}), query="q1", batch_id=0)
+        store.quarantine(pa.table({"id": [2], "rule": ["late"]}), query="q1", batch_id=0)
+        store.quarantine(pa.table({"id": [3], "rule": ["y"]}), target="b.csv")
+        rows = store.con.sql("SELECT query, batch_id, target, id FROM tandem_log.quarantine "
+                             "ORDER BY id").fetchall()
+    # The replayed batch replaced its rows; the old file's row is kept.
+    assert rows == [(None, None, "a.csv", 1), ("q1", 0, None, 2), (None, None, "b.csv", 3)]
