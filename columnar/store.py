@@ -379,9 +379,9 @@ class ColumnarStore:
         batch or a file validated again does not add them twice."""
         table = f"{LOG_SCHEMA}.{QUARANTINE}"
         keys = {"query": query, "batch_id": batch_id, "target": target}
-        self._run(f"CREATE SCHEMA IF NOT EXISTS {LOG_SCHEMA}")
         with self._view("__rows", rows), self._transaction():
-            if table not in self._created:
+            if table not in self._created:  # once per store: runs write it every micro-batch
+                self._run(f"CREATE SCHEMA IF NOT EXISTS {LOG_SCHEMA}")
                 self._run(f"CREATE TABLE IF NOT EXISTS {table} AS SELECT NULL::VARCHAR AS query, "
                           "NULL::BIGINT AS batch_id, NULL::VARCHAR AS target, * FROM __rows "
                           "LIMIT 0")

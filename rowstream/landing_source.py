@@ -74,7 +74,7 @@ class LandingReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
         # Offsets written before the closing batch existed have no "closed".
         if self.target is not None and start["after"] and not start.get("closed", False):
             end = {**start, "closed": True}
-            return iter(self.readBetweenOffsets(start, end)), end
+            return self.readBetweenOffsets(start, end), end
         return iter([]), start
 
     def readBetweenOffsets(self, start: dict, end: dict) -> Iterator[pa.RecordBatch]:

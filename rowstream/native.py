@@ -54,7 +54,6 @@ from rowstream.eventtime import EPOCH, admit
 from rowstream.expectations import FIELDS
 from rowstream.gateway import (
     COLUMNS,
-    QUARANTINED,
     Gateway,
     Judge,
     Verdict,
@@ -173,7 +172,7 @@ def admit_batch(rows: pl.DataFrame, *, high_water: datetime | None, lateness: fl
     bad = frame["reason"].is_not_null()
     admitted = pl.repeat(False, rows.height, eager=True).scatter(
         frame.filter(~bad)["position"], True)
-    return Verdict(admitted.to_arrow(), quarantine_rows(frame.filter(bad)),
+    return Verdict(admitted.to_arrow(), quarantined_rows(frame.filter(bad).to_arrow()),
                    None if after is None else EPOCH + timedelta(microseconds=after),
                    tuple(rows[FILE].unique(maintain_order=True)))
 
@@ -195,7 +194,8 @@ class NativeJudge(Judge):
                            time_distance=self.time_distance)
 
     def unread(self, read) -> pa.Table:
-        return quarantined_rows(*map(quarantine_rows, unread_files(list(self.files), set(read))))
+        return quarantined_rows(*(frame.to_arrow()
+                                  for frame in unread_files(list(self.files), set(read))))
 
 
 @dataclass(frozen=True)
@@ -224,11 +224,6 @@ class NativeFiles(Gateway):
                               f"{files[0].suffix[1:]} files: land one format per directory")
         return NativeJudge(tuple(files), high_water, self.lateness, self.slide,
                            self.time_distance)
-
-
-def quarantine_rows(frame: pl.DataFrame) -> pa.Table:
-    """Judged rows as the quarantine holds them."""
-    return quarantined_rows(frame.select(QUARANTINED.names).to_arrow())
 
 
 def unread_files(files: list[Path], read: set[str]) -> list[pl.DataFrame]:
