@@ -17,6 +17,7 @@ import sqlglot
 from sqlglot import exp
 
 from columnar.fragment_sql import PANE, ROWS, WINDOW_ENDS, Fragment
+from columnar.store import connect
 
 ROW_LIMIT = 200
 STATEMENT_TIMEOUT = 2.0  # seconds a console statement may run
@@ -77,7 +78,7 @@ def read_only_query(store: str | Path, sql: str, limit: int = ROW_LIMIT,
     if not Path(store).is_file():
         raise Refused(f"no DuckDB file at {store} yet: run a query first")
     try:
-        con = duckdb.connect(str(store), read_only=True, config=CONSOLE_CONFIG)
+        con = connect(str(store), read_only=True, config=CONSOLE_CONFIG)
     except duckdb.IOException:
         raise Refused("the store is busy: a run is writing to it (DuckDB lets one process "
                       "write at a time). Try again when the run has ended.") from None

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -48,6 +49,18 @@ class Progress:
     frontiers: dict[str, datetime] = field(default_factory=dict)
 
 
+_CONNECTING = threading.Lock()
+
+
+def connect(path: str, **options) -> duckdb.DuckDBPyConnection:
+    """``duckdb.connect``, one thread at a time: DuckDB 2.0's Python bindings race when two
+    threads open the same file at once, and the loser's connection cannot scan Arrow ("Table
+    Function with name python_arrow_scan does not exist"); an adaptive run's plans open their
+    store in threads of their own."""
+    with _CONNECTING:
+        return duckdb.connect(path, **options)
+
+
 class StoreBusy(TandemError):
     """Another process holds the DuckDB file."""
 
@@ -67,7 +80,7 @@ class ColumnarStore:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self.path = str(path)
         try:
-            self.con = duckdb.connect(self.path, read_only=read_only,
+            self.con = connect(self.path, read_only=read_only,
                                       config={"threads": threads} if threads else {})
         except duckdb.IOException as err:
             holder = re.search(r"held in (.*?) \(PID (\d+)\)", str(err))

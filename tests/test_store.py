@@ -3,6 +3,7 @@ idempotently per micro-batch."""
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 
 import polars as pl
@@ -11,7 +12,7 @@ import pytest
 
 from benchmarking.verify import compare
 from columnar.fragment_sql import fragments
-from columnar.store import ColumnarStore, Progress
+from columnar.store import ColumnarStore, Progress, connect
 from optimizer import optimize
 from tests.conftest import query_sql
 from workload.smart_plugs import SmartPlugs
@@ -133,3 +134,31 @@ def test_a_quarantine_written_before_the_gateways_shared_it_takes_their_rows(tmp
                              "ORDER BY id").fetchall()
     # The replayed batch replaced its rows; the old file's row is kept.
     assert rows == [(None, None, "a.csv", 1), ("q1", 0, None, 2), (None, None, "b.csv", 3)]
+
+
+
+def test_connections_opened_at_once_in_threads_all_scan_arrow(tmp_path):
+    # An adaptive run's plans open the same store in threads of their own. DuckDB's bindings
+    # race when two threads open a file at once: the loser cannot scan Arrow tables ("Table
+    # Function with name python_arrow_scan does not exist").
+    table, failures = pa.table({"a": [1, 2, 3]}), []
+
+    def open_and_scan(path, start):
+        start.wait()
+        try:
+            con = connect(str(path))
+            con.register("rows", table)
+            assert con.sql("SELECT sum(a) FROM rows").fetchall() == [(6,)]
+            con.close()
+        except Exception as err:  # noqa: BLE001 - every thread's failure is reported
+            failures.append(repr(err))
+
+    for attempt in range(40):
+        path, start = tmp_path / f"{attempt}.duckdb", threading.Barrier(3)
+        connect(str(path)).close()
+        threads = [threading.Thread(target=open_and_scan, args=(path, start)) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert failures == []
