@@ -1,9 +1,10 @@
 """A real Spark standalone cluster (a master and two workers on 127.0.0.1, from the installed
-pyspark): `tandem --master spark://...` runs Q1, Q3 and Q5 under every placement there and gives
-the reference's rows, also when a worker is killed while the query runs."""
+pyspark): a driver there runs Q1, Q3 and Q5 under every placement and gives the reference's rows,
+also when a worker is killed while `tandem --master spark://...` runs the query."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -89,15 +90,33 @@ def assert_reference_rows(store: Path, query: str, truth, catalog, profile) -> N
 # Each placement once, over Q1, Q3 and Q5: the placement decides what runs in the executors
 # (Spark's operators, the exchange, the partitions' DuckDBs), the query only which operators,
 # and the queries' placements are checked locally against the reference (tests/matrix.py).
-@pytest.mark.parametrize("query, placement", list(zip(("q1", "q3", "q5", "q1"), PLACEMENTS,
-                                                       strict=True)))
-def test_every_placement_on_the_cluster_gives_the_reference_rows(cluster, landing, truth,
-                                                                 catalog, profile, tmp_path,
-                                                                 query, placement):
-    store = tmp_path / "tandem.duckdb"
-    done = tandem(cluster.url, *run_args(query, placement, landing, store))
+PLACED = list(zip(("q1", "q3", "q5", "q1"), PLACEMENTS, strict=True))
+# The library's run, as `tandem run` calls it, for each of a list of specs in turn.
+RUNS = ("import json, sys; from runtime.run import run; from runtime.spec import RunSpec; "
+        "[run(RunSpec(**spec)) for spec in json.loads(sys.argv[1])]")
+
+
+@pytest.fixture(scope="module")
+def placed(cluster, landing, tmp_path_factory) -> dict[tuple[str, str], Path]:
+    """The store of each placement's run, the runs one after another in one driver on the
+    cluster (``TANDEM_SPARK_MASTER``, which `--master` sets): a driver's start, its JVM and
+    its executors, is most of what a short run there costs."""
+    directory = tmp_path_factory.mktemp("placed")
+    stores = {(query, placement): directory / f"{query}-{placement}.duckdb"
+              for query, placement in PLACED}
+    specs = [dict(query=short(query), placement=placement, source=str(landing),
+                  store=str(store)) for (query, placement), store in stores.items()]
+    env = os.environ | {"TANDEM_SPARK_MASTER": cluster.url, "TANDEM_SPARK_MEMORY": "1g"}
+    done = subprocess.run([sys.executable, "-c", RUNS, json.dumps(specs)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=1800, start_new_session=True)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert_reference_rows(store, query, truth, catalog, profile)
+    return stores
+
+
+@pytest.mark.parametrize("query, placement", PLACED)
+def test_every_placement_on_the_cluster_gives_the_reference_rows(cluster, placed, truth, catalog,
+                                                                 profile, query, placement):
+    assert_reference_rows(placed[query, placement], query, truth, catalog, profile)
     # The driver ran its tasks on the cluster's executors, not in a local Spark.
     assert cluster.state()["completedapps"], "no application completed on the cluster"
 

@@ -17,7 +17,16 @@ from benchmarking import reference
 from optimizer import optimize
 from runtime.cleanup import cleanup
 from runtime.microbatch import run_microbatch
-from runtime.migration import PLAN_BATCHES, recorded_plans, run_adaptive
+from runtime.migration import (
+    DONE,
+    HELD,
+    PAUSING,
+    PLAN_BATCHES,
+    RUNNING,
+    live_numbers,
+    recorded_plans,
+    run_adaptive,
+)
 from tests.conftest import lost_and_duplicated, query_sql, short
 from tests.crash.points import MIGRATION_POINTS, POINTS, environment
 from tests.test_crash import land
@@ -110,37 +119,52 @@ ADAPTIVE = "import json, sys; from runtime.migration import run_adaptive; " \
            "run_adaptive(**json.loads(sys.argv[1]))"
 
 
-def adaptive(store: Path, name: str, placement: str, migrate_at: tuple, crash: str | None = None,
-             resume: bool = False) -> subprocess.CompletedProcess:
+def adaptive(store: Path, name: str, placement: str, migrate_at: list[tuple],
+             crash: str | None = None, resume: bool = False) -> subprocess.CompletedProcess:
     arguments = dict(query=short(name), rate=RATE, steps=STEPS, duration=DURATION, batch=BATCH,
                      topology=TOPOLOGY, placement=placement, adaptive=False,
-                     migrate_at=[migrate_at], store=str(store), resume=resume)
+                     migrate_at=migrate_at, store=str(store), resume=resume)
     return subprocess.run([sys.executable, "-c", ADAPTIVE, json.dumps(arguments)], cwd=ROOT,
                           env=environment(crash), capture_output=True, text=True, timeout=900,
                           start_new_session=True)
 
 
-@pytest.mark.parametrize("name, placement, migrate_at, crash", [
-    # Moving State: the old plan has stopped, and the new one is not recorded yet.
-    ("q1", "spark", (30, "duckdb", "ms"), "migration:1"),
-    # Moving State: the new plan evaluates the batch that read the open windows again.
-    ("q3", "spark", (30, "duckdb", "ms"), f"evaluation:{PLAN_BATCHES}"),
-    # Parallel Track: both plans run; the new one evaluates its second batch.
-    ("q1", "spark", (24, "duckdb", "pt"), f"evaluation:{PLAN_BATCHES + 1}"),
+# One run killed in turn at each point of both strategies, each kill a resume of the run before
+# (as tests/test_crash.py chains the points of a plain run): Q3 (a join and two aggregates)
+# moves from DuckDB to Spark by Parallel Track in the burst, then back by Moving State.
+CHAIN = ("q3", "duckdb", [(16, "spark", "pt"), (40, "duckdb", "ms")])
+# Each point with the plans it leaves to the resume, and their status.
+CHAINED_POINTS = [
+    # Parallel Track: both plans run (the new one was started at 16 s, in batch 4); the old one
+    # evaluates its batch 6, before the last window_end it emits (36 s).
+    ("evaluation:6", {0: RUNNING, 1: HELD}),
     # Parallel Track: the old plan is done, the new one's results are still held.
-    ("q6", "duckdb", (24, "spark", "pt"), "release:1"),
-])
-def test_a_run_killed_in_the_middle_of_a_migration_resumes_exactly(tmp_path, truth, catalog,
-                                                                   profile, name, placement,
-                                                                   migrate_at, crash):
+    ("release:1", {1: HELD}),
+    # Moving State: the old plan has stopped, and the new one is not recorded yet.
+    ("migration:2", {1: PAUSING}),
+    # Moving State: the new plan evaluates the batch that read the open windows again.
+    (f"evaluation:{2 * PLAN_BATCHES}", {2: RUNNING}),
+]
+
+
+def test_a_run_killed_in_the_middle_of_each_migration_resumes_exactly(tmp_path, truth, catalog,
+                                                                      profile):
     store = tmp_path / "tandem.duckdb"
-    killed = adaptive(store, name, placement, migrate_at, crash)
-    point = crash.split(":")[0]
-    assert killed.returncode == -signal.SIGKILL, (
-        f"the run did not reach the crash point "
-        f"({({**POINTS, **MIGRATION_POINTS})[point]}): {killed.stderr[-2000:]}")
+    name, placement, migrate_at = CHAIN
+    for number, (crash, left) in enumerate(CHAINED_POINTS):
+        killed = adaptive(store, name, placement, migrate_at, crash, resume=number > 0)
+        point = crash.split(":")[0]
+        assert killed.returncode == -signal.SIGKILL, (
+            f"the run did not reach the crash point {crash} "
+            f"({({**POINTS, **MIGRATION_POINTS})[point]}): {killed.stderr[-2000:]}")
+        plans = recorded_plans(store, name)
+        assert {n: plans[n]["status"] for n in live_numbers(plans)} == left, crash
     resumed = adaptive(store, name, placement, migrate_at, resume=True)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
+    plans = recorded_plans(store, name)
+    assert [({p.split("=")[1] for p in plan["placement"].split(",")}, plan["status"])
+            for _, plan in sorted(plans.items())] == [
+        ({"duckdb"}, DONE), ({"spark"}, DONE), ({"duckdb"}, DONE)]
     root = optimize(query_sql(short(name)), catalog, profile).logical.root
     got = results(store, name).select(root.columns)
     want = truth.result(root)
