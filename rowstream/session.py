@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
-from pyspark import SparkContext
+from pyspark import SparkConf, SparkContext
+from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -27,20 +26,28 @@ def spark_session(app: str = "tandem", log: Path | None = None,
     # Python workers (the stream source, pandas UDFs) must see the same packages as the driver.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    builder = (SparkSession.builder.appName(app)
-               .master(master)
-               .config("spark.driver.memory", os.environ.get("TANDEM_SPARK_MEMORY", "4g"))
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
-               .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
-               .config("spark.sql.shuffle.partitions", os.environ.get("TANDEM_SHUFFLE_PARTITIONS", "2"))
-               .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
-               .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
-               .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false"))
-    with spark_log(log if SparkContext._active_spark_context is None else None):
-        spark = builder.getOrCreate()
+    options = {
+        "spark.app.name": app,
+        "spark.master": master,
+        "spark.driver.memory": os.environ.get("TANDEM_SPARK_MEMORY", "4g"),
+        "spark.sql.session.timeZone": "UTC",
+        "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
+        "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
+        "spark.sql.shuffle.partitions": os.environ.get("TANDEM_SHUFFLE_PARTITIONS", "2"),
+        "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+    }
+    if log is not None:
+        with SparkContext._lock:  # the one that getOrCreate takes: one JVM per process
+            if SparkContext._gateway is None:
+                _launch_jvm(options, log)
+    builder = SparkSession.builder
+    for key, value in options.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     # Janino cannot compile the code generated for a window's many-way Expand (5-minute windows
     # sliding by a second) and Spark falls back to interpreting it, with the same results: the
@@ -52,19 +59,13 @@ def spark_session(app: str = "tandem", log: Path | None = None,
     return spark
 
 
-@contextmanager
-def spark_log(log: Path | None) -> Iterator[None]:
-    """While it lasts, processes started here inherit ``log`` as their standard error."""
-    if log is None:
-        yield
-        return
+def _launch_jvm(options: dict[str, str], log: Path) -> None:
+    """Start Spark's JVM with ``log`` as its standard output and error, which the Python
+    workers it starts inherit. Only the JVM's: a process-wide redirection while it starts
+    would also swallow what the process's other threads print meanwhile (a failing run's
+    traceback)."""
     log.parent.mkdir(parents=True, exist_ok=True)
-    sys.stderr.flush()
-    saved = os.dup(2)
     with open(log, "ab") as target:
-        os.dup2(target.fileno(), 2)
-    try:
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
+        gateway = launch_gateway(SparkConf().setAll(options.items()),
+                                 popen_kwargs={"stdout": target, "stderr": target})
+    SparkContext._ensure_initialized(gateway=gateway)

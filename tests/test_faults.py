@@ -154,3 +154,29 @@ def test_a_full_disk(tmp_path, small_disk, catalog, profile, reliability):
     assert_one_line(full, "a disk is full")
     filler.unlink()  # the cause is removed
     assert_resumed_exactly(landing, store, catalog, profile, reliability, "a full disk")
+
+
+# Spark's JVM starting in one thread while another prints: an adaptive run starts its plans in
+# threads, and a failing one's traceback once went to Spark's log, its process exiting 1 with
+# nothing on the terminal.
+STARTING = """
+import sys, threading, time
+from pathlib import Path
+from rowstream.session import spark_session
+
+starting = threading.Thread(target=spark_session, kwargs=dict(log=Path(sys.argv[1])))
+starting.start()
+time.sleep(0.5)
+print("the other thread's line", file=sys.stderr, flush=True)
+starting.join()
+"""
+
+
+def test_what_another_thread_prints_while_spark_starts_reaches_the_terminal(tmp_path):
+    log = tmp_path / "spark.log"
+    done = subprocess.run([sys.executable, "-c", STARTING, str(log)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "the other thread's line" in done.stderr
+    assert "the other thread's line" not in log.read_text()
+    assert "Spark" in log.read_text() and "Spark" not in done.stderr  # its start-up noise
