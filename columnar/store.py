@@ -81,7 +81,7 @@ class ColumnarStore:
         self.path = str(path)
         try:
             self.con = connect(self.path, read_only=read_only,
-                                      config={"threads": threads} if threads else {})
+                               config={"threads": threads} if threads else {})
         except duckdb.IOException as err:
             holder = re.search(r"held in (.*?) \(PID (\d+)\)", str(err))
             who = f" ({holder[1]}, PID {holder[2]})" if holder else ""
