@@ -16,12 +16,17 @@ those steps.
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.util
 import os
 import signal
+import sys
 import threading
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 
 VARIABLE = "TANDEM_CRASH"
 GROUP = "TANDEM_CRASH_GROUP"  # the run's process group (Spark's Python workers have their own)
@@ -70,17 +75,52 @@ _here = threading.local()  # the MIG whose evaluation this thread runs, the batc
 
 def install() -> None:
     """Wrap the steps of the protocol (``POINTS``, ``MIGRATION_POINTS``) with their crash
-    points. The processes the run starts learn which group to kill."""
+    points, each module's as it is first imported: a process imports only what it runs (Spark
+    starts its Python workers with this installed, and must hear from each within 10 s). The
+    processes the run starts learn which group to kill."""
     os.environ.setdefault(GROUP, str(os.getpgid(0)))
-    from pyspark.sql.datasource_internal import _SimpleStreamReaderWrapper
+    sys.meta_path.insert(0, _Patching({
+        "pyspark.sql.datasource_internal": _patch_spark_reader,
+        "rowstream.landing_source": _patch_landing_source,
+        "rowstream.native": _patch_native,
+        "rowstream.mig": _patch_mig,
+        "columnar.store": _patch_store,
+        "runtime.migration": _patch_migration,
+    }))
 
-    from columnar.store import ColumnarStore
-    from rowstream import landing_source, mig, native
 
+class _Patching(importlib.abc.MetaPathFinder):
+    """Runs ``patches[name](module)`` once the module ``name`` has been executed, before any
+    other module can import a name from it."""
+
+    def __init__(self, patches: dict[str, Callable[[ModuleType], None]]):
+        self.patches = patches
+
+    def find_spec(self, name, path, target=None):
+        patch = self.patches.pop(name, None)
+        if patch is None:
+            return None
+        spec = importlib.util.find_spec(name)  # the other finders' (this one has let go of it)
+        spec.loader = _PatchingLoader(spec.loader, patch)
+        return spec
+
+
+class _PatchingLoader(importlib.abc.Loader):
+    def __init__(self, loader: importlib.abc.Loader, patch: Callable[[ModuleType], None]):
+        self.loader, self.patch = loader, patch
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self.loader.exec_module(module)
+        self.patch(module)
+
+
+def _patch_landing_source(module: ModuleType) -> None:
     # The Python landing source reads a batch's files when Spark asks how far the stream has
     # come, before Spark writes the batch's offsets; Spark plans the batch after.
-    reader = landing_source.LandingReader
-    read, partitions = reader.read, _SimpleStreamReaderWrapper.partitions
+    read = module.LandingReader.read
 
     def file_read(self, start):
         rows, end = read(self, start)
@@ -88,24 +128,34 @@ def install() -> None:
             crash_point("file-read", end["after"])
         return rows, end
 
+    module.LandingReader.read = file_read
+
+
+def _patch_spark_reader(module: ModuleType) -> None:
+    partitions = module._SimpleStreamReaderWrapper.partitions
+
     def offsets_written(self, start, end):
-        if isinstance(self.simple_reader, reader) and end["after"] != start["after"]:
+        if type(self.simple_reader).__name__ == "LandingReader" and end["after"] != start["after"]:
             crash_point("spark-offsets", end["after"])
         return partitions(self, start, end)
 
-    reader.read, _SimpleStreamReaderWrapper.partitions = file_read, offsets_written
+    module._SimpleStreamReaderWrapper.partitions = offsets_written
 
-    admit_batch = native.admit_batch
+
+def _patch_native(module: ModuleType) -> None:
+    admit_batch = module.admit_batch
 
     def judged(frame, **options):  # the native gateway's rows, judged by its judge
         verdict = admit_batch(frame, **options)
         if frame.height:
-            crash_point("file-read", frame[native.FILE][-1])
+            crash_point("file-read", frame[module.FILE][-1])
         return verdict
 
-    native.admit_batch = judged
+    module.admit_batch = judged
 
-    arrive, evaluate_batch = mig.Mig._arrive, mig.Mig._evaluate_batch
+
+def _patch_mig(module: ModuleType) -> None:
+    arrive, evaluate_batch = module.Mig._arrive, module.Mig._evaluate_batch
 
     def arriving(self, batch, batch_id, started):
         if os.environ.get(VARIABLE) == f"{JVM}:{batch_id}":  # the JVM dies, this process lives
@@ -116,10 +166,12 @@ def install() -> None:
         _here.mig = self
         return evaluate_batch(self, arrival)
 
-    mig.Mig._arrive, mig.Mig._evaluate_batch = arriving, evaluating
+    module.Mig._arrive, module.Mig._evaluate_batch = arriving, evaluating
 
-    arrived, commit, transaction = (ColumnarStore.arrived, ColumnarStore.commit,
-                                    ColumnarStore._transaction)
+
+def _patch_store(module: ModuleType) -> None:
+    store = module.ColumnarStore
+    arrived, commit, transaction = store.arrived, store.commit, store._transaction
 
     def recording_arrival(self, query, batch_id, *args, **kwargs):
         crash_point("arrival", batch_id)
@@ -141,9 +193,7 @@ def install() -> None:
             if getattr(_here, "committing", None) is not None:
                 crash_point("duckdb-write", _here.committing)
 
-    ColumnarStore.arrived, ColumnarStore.commit = recording_arrival, committing
-    ColumnarStore._transaction = in_transaction
-    _install_migration_points()
+    store.arrived, store.commit, store._transaction = recording_arrival, committing, in_transaction
 
 
 def _after_spark_commit(bridge, batch_id: int) -> None:
@@ -159,11 +209,10 @@ def _after_spark_commit(bridge, batch_id: int) -> None:
     crash_point("spark-committed", batch_id)
 
 
-def _install_migration_points() -> None:
+def _patch_migration(module: ModuleType) -> None:
     from optimizer.migration import MS
-    from runtime import migration
 
-    adaptive = migration._Adaptive
+    adaptive = module._Adaptive
     start, release = adaptive._start, adaptive._release
 
     def starting(self, explanation, takeover, migrated, *args, **kwargs):
