@@ -53,18 +53,15 @@ def truth(landing):
     return reference.Evaluator({"plugs": stream})
 
 
-def tandem(master: str, *args: str, log: Path | None = None):
-    """The CLI in a process of its own: a driver on the cluster (one SparkContext per process,
-    and the tests' shared session is local). With ``log``, started in the background, its
-    output going there (a pipe nobody reads could fill and stop it)."""
+def tandem(master: str, *args: str, log: Path) -> subprocess.Popen:
+    """The CLI in a process of its own, started in the background: a driver on the cluster
+    (one SparkContext per process, and the tests' shared session is local), its output going
+    to ``log`` (a pipe nobody reads could fill and stop it)."""
     command = [sys.executable, "-m", "tandem.cli", "--master", master, *args]
     env = os.environ | {"TANDEM_SPARK_MEMORY": "1g"}
-    if log is not None:
-        with open(log, "w") as out:
-            return subprocess.Popen(command, cwd=ROOT, env=env, stdout=out,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
-    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=900, start_new_session=True)
+    with open(log, "w") as out:
+        return subprocess.Popen(command, cwd=ROOT, env=env, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def run_args(query: str, placement: str, landing: Path, store: Path) -> list[str]:
