@@ -136,7 +136,6 @@ def test_a_quarantine_written_before_the_gateways_shared_it_takes_their_rows(tmp
     assert rows == [(None, None, "a.csv", 1), ("q1", 0, None, 2), (None, None, "b.csv", 3)]
 
 
-
 def test_connections_opened_at_once_in_threads_all_scan_arrow(tmp_path):
     # An adaptive run's plans open the same store in threads of their own. DuckDB's bindings
     # race when two threads open a file at once: the loser cannot scan Arrow tables ("Table

@@ -135,7 +135,10 @@ def _patch_spark_reader(module: ModuleType) -> None:
     partitions = module._SimpleStreamReaderWrapper.partitions
 
     def offsets_written(self, start, end):
-        if type(self.simple_reader).__name__ == "LandingReader" and end["after"] != start["after"]:
+        # A landing source's reader: its module is imported (and patched) by then.
+        landing = sys.modules.get("rowstream.landing_source")
+        if (landing and isinstance(self.simple_reader, landing.LandingReader)
+                and end["after"] != start["after"]):
             crash_point("spark-offsets", end["after"])
         return partitions(self, start, end)
 
