@@ -36,9 +36,12 @@ system-packages:
 	    exit 1; \
 	  fi; fi
 
+# Two test processes, each test module on one (with its shared session, cluster or Airflow).
+# Most tests are Spark runs, and a Spark run leaves about a fifth of two cores idle (vmstat):
+# the second process fills it.
 test: $(STAMP) system-packages
 	$(BIN)/lint-imports --no-cache
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 # Every placement of the integration tests' samples, not one per class (tests/matrix.py).
 test-matrices: $(STAMP) system-packages
