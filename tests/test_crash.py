@@ -19,6 +19,9 @@ from benchmarking.verify import SMALL
 from columnar.store import ColumnarStore
 from optimizer import load_catalog, load_profile, optimize
 from rowstream.eventtime import LATE, US, watermark
+from runtime.microbatch import run_microbatch
+from runtime.run import run
+from runtime.spec import RunSpec
 from tests.conftest import QUERIES, lost_and_duplicated, query_sql, short
 from tests.crash.points import POINTS, environment
 from tests.test_reference import assert_same_rows
@@ -37,7 +40,7 @@ STREAM = SmartPlugs(rate=5, **SMALL)
 DURATION, FILE_SECONDS = 80, 10
 
 
-def tandem(*args: str, crash: str | None = None, state: Path | None = None):
+def tandem(*args: str, crash: str, state: Path | None = None):
     env = environment(crash)
     if state:
         env["TANDEM_STATE"] = str(state)
@@ -108,7 +111,7 @@ def landing(tmp_path_factory) -> list[Path]:
                               disorder=Disorder(tail=0.3))
 
 
-def run_args(landing: list[Path], store: Path, placement: str = PLACEMENT) -> list[str]:
+def run_args(landing: list[Path], store: Path, placement: str) -> list[str]:
     return ["run", short("q5"), "--placement", placement, "--source", str(landing[0].parent),
             "--store", str(store), "--lateness", LATENESS]
 
@@ -118,26 +121,27 @@ def where(point: str, batch: int, landing: list[Path]) -> str:
     return landing[batch].name if point in ("file-read", "spark-offsets") else str(batch)
 
 
-def assert_chain_resumes_exactly_once(args: list[str], landing: list[Path], reliability,
-                                      points: list[str], command: str) -> None:
+def assert_chain_resumes_exactly_once(landing: list[Path], store: Path, placement: str,
+                                      reliability, points: list[str], command: str) -> None:
     """Kill the run at each of ``points`` in turn, the n-th in micro-batch n + 1 (the first
     has state on both sides by then), each kill a resume of the run before; then resume it
-    to its end."""
+    to its end, in this process: the resume is not killed, and a new JVM's start is most of
+    what a short run costs."""
+    args = run_args(landing, store, placement)
     for batch, point in enumerate(points, start=1):
         killed = tandem(*args, *(["--resume"] if batch > 1 else []),
                         crash=f"{point}:{where(point, batch, landing)}")
         assert killed.returncode == -signal.SIGKILL, (
             f"the run did not reach the crash point {point} ({POINTS[point]}) in micro-batch "
             f"{batch}: {killed.stderr[-2000:]}")
-    resumed = tandem(*args, "--resume")
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
-    got = contents(Path(args[args.index("--store") + 1]), "q5")
-    assert_exact(got, expected(landing), reliability, command, points)
+    run(RunSpec(short("q5"), placement=placement, source=str(landing[0].parent),
+                store=str(store), lateness=float(LATENESS), resume=True))
+    assert_exact(contents(store, "q5"), expected(landing), reliability, command, points)
 
 
 def test_a_run_killed_at_every_crash_point_resumes_exactly_once(tmp_path, landing, reliability):
-    assert_chain_resumes_exactly_once(run_args(landing, tmp_path / "t.duckdb"), landing,
-                                      reliability, list(POINTS), "tandem run")
+    assert_chain_resumes_exactly_once(landing, tmp_path / "t.duckdb", PLACEMENT, reliability,
+                                      list(POINTS), "tandem run")
 
 
 def land(landing: list[Path], target: Path, files: slice) -> None:
@@ -157,22 +161,23 @@ def last_batch(state: Path) -> int:
 def test_a_killed_microbatch_run_resumes_exactly_once(tmp_path, landing, reliability):
     # Two scheduled runs, the first over four files and the second over the rest. The second
     # is killed at the file-read of its second file, and its resume inside the DuckDB commit
-    # of the micro-batch that reads that file again.
+    # of the micro-batch that reads that file again. The runs that are not killed run in this
+    # process, where `tandem microbatch` would put their state (TANDEM_STATE).
     state, target = tmp_path / "state", tmp_path / "state" / "landing"
 
-    def microbatch(crash: str | None = None):
-        return tandem("microbatch", short("q5"), "--lateness", LATENESS, state=state, crash=crash)
+    def scheduled():
+        run_microbatch(short("q5"), target, checkpoints=state / "checkpoints",
+                       store=state / "tandem.duckdb", lateness=float(LATENESS))
 
     land(landing, target, slice(0, 4))
-    first = microbatch()
-    assert first.returncode == 0, first.stderr[-2000:]
+    scheduled()
     land(landing, target, slice(4, None))
     for crash in (f"file-read:{landing[5].name}", None):
         crash = crash or f"duckdb-write:{last_batch(state) + 1}"
-        killed = microbatch(crash)
+        killed = tandem("microbatch", short("q5"), "--lateness", LATENESS, state=state,
+                        crash=crash)
         assert killed.returncode == -signal.SIGKILL, (crash, killed.stderr[-2000:])
-    last = microbatch()
-    assert last.returncode == 0, last.stderr[-2000:]
+    scheduled()
     assert_exact(contents(state / "tandem.duckdb", "q5_microbatch"), expected(landing),
                  reliability, "tandem microbatch", ["file-read", "duckdb-write"])
 
@@ -193,6 +198,5 @@ def test_a_native_run_killed_at_its_crash_points_resumes_exactly_once(
         tmp_path, reliability, file_format, placement, points):
     landing = STREAM.write_files(tmp_path / "landing", DURATION, FILE_SECONDS,
                                  file_format=file_format, disorder=Disorder(tail=0.3))
-    assert_chain_resumes_exactly_once(
-        run_args(landing, tmp_path / "t.duckdb", placement), landing, reliability, points,
-        f"tandem run ({placement}, {file_format})")
+    assert_chain_resumes_exactly_once(landing, tmp_path / "t.duckdb", placement, reliability,
+                                      points, f"tandem run ({placement}, {file_format})")

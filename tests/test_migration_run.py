@@ -119,12 +119,16 @@ ADAPTIVE = "import json, sys; from runtime.migration import run_adaptive; " \
            "run_adaptive(**json.loads(sys.argv[1]))"
 
 
-def adaptive(store: Path, name: str, placement: str, migrate_at: list[tuple],
-             crash: str | None = None, resume: bool = False) -> subprocess.CompletedProcess:
-    arguments = dict(query=short(name), rate=RATE, steps=STEPS, duration=DURATION, batch=BATCH,
-                     topology=TOPOLOGY, placement=placement, adaptive=False,
-                     migrate_at=migrate_at, store=str(store), resume=resume)
-    return subprocess.run([sys.executable, "-c", ADAPTIVE, json.dumps(arguments)], cwd=ROOT,
+def adaptive_arguments(store: Path, name: str, placement: str, migrate_at: list[tuple],
+                       resume: bool) -> dict:
+    return dict(query=short(name), rate=RATE, steps=STEPS, duration=DURATION, batch=BATCH,
+                topology=TOPOLOGY, placement=placement, adaptive=False, migrate_at=migrate_at,
+                store=str(store), resume=resume)
+
+
+def killed_adaptive(crash: str, *arguments) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", ADAPTIVE,
+                           json.dumps(adaptive_arguments(*arguments))], cwd=ROOT,
                           env=environment(crash), capture_output=True, text=True, timeout=900,
                           start_new_session=True)
 
@@ -152,15 +156,16 @@ def test_a_run_killed_in_the_middle_of_each_migration_resumes_exactly(tmp_path, 
     store = tmp_path / "tandem.duckdb"
     name, placement, migrate_at = CHAIN
     for number, (crash, left) in enumerate(CHAINED_POINTS):
-        killed = adaptive(store, name, placement, migrate_at, crash, resume=number > 0)
+        killed = killed_adaptive(crash, store, name, placement, migrate_at, number > 0)
         point = crash.split(":")[0]
         assert killed.returncode == -signal.SIGKILL, (
             f"the run did not reach the crash point {crash} "
             f"({({**POINTS, **MIGRATION_POINTS})[point]}): {killed.stderr[-2000:]}")
         plans = recorded_plans(store, name)
         assert {n: plans[n]["status"] for n in live_numbers(plans)} == left, crash
-    resumed = adaptive(store, name, placement, migrate_at, resume=True)
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    # The last resume, which is not killed, in this process: a new JVM's start is most of what
+    # a short run costs.
+    run_adaptive(**adaptive_arguments(store, name, placement, migrate_at, True))
     plans = recorded_plans(store, name)
     assert [({p.split("=")[1] for p in plan["placement"].split(",")}, plan["status"])
             for _, plan in sorted(plans.items())] == [
