@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import sys
@@ -63,6 +64,15 @@ def engine_output_to(log: Path):
     """What the engines' threads print while a run lasts (Py4J's callback server reports the
     death of Spark's JVM with pages of tracebacks) goes to Spark's log, not to the user."""
     log.parent.mkdir(parents=True, exist_ok=True)
+    # Py4J logs with logging's module functions, whose first call gives the root logger a
+    # handler on the stderr of that moment: the file below, closed once the run ends. A
+    # callback thread that outlives the run by a moment then wrote pages of "--- Logging
+    # error ---" to the user's terminal. The root's own handler on the log stays open.
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.FileHandler(log)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
     with open(log, "a") as target, redirect_stderr(target):
         yield
 

@@ -4,16 +4,38 @@ docs/design.md), `tandem generate`, `tandem run` and `tandem verify`."""
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 from typer.testing import CliRunner
 
-from tandem.cli import app
+from tandem.cli import app, engine_output_to
 from tests.conftest import short
 
 runner = CliRunner()
 DESIGN_KEYS = {"placement", "operators", "bottleneck_cost", "utilization_cost", "feasible",
                "plans_examined", "optimization_ms", "duckdb_sql"}
+
+
+def test_what_the_engines_log_after_a_run_stays_off_the_terminal(tmp_path, capfd):
+    # Py4J's first logging.exception configures the root logger inside the run; its callback
+    # thread logs again after the run, when the redirected stderr is closed.
+    root = logging.getLogger()
+    handlers = list(root.handlers)
+    root.handlers.clear()
+    try:
+        log = tmp_path / "spark.log"
+        with engine_output_to(log):
+            logging.exception("Error while receiving.")
+        logging.error("the JVM is gone")
+        for handler in root.handlers:
+            handler.flush()
+        assert capfd.readouterr().err == ""
+        assert "the JVM is gone" in log.read_text()
+    finally:
+        for handler in root.handlers:
+            handler.close()
+        root.handlers[:] = handlers
 
 
 def test_explain_json_has_the_contract_keys():
