@@ -17,25 +17,19 @@ DESIGN_KEYS = {"placement", "operators", "bottleneck_cost", "utilization_cost", 
                "plans_examined", "optimization_ms", "duckdb_sql"}
 
 
-def test_what_the_engines_log_after_a_run_stays_off_the_terminal(tmp_path, capfd):
+def test_what_the_engines_log_after_a_run_stays_off_the_terminal(tmp_path, capfd, monkeypatch):
     # Py4J's first logging.exception configures the root logger inside the run; its callback
     # thread logs again after the run, when the redirected stderr is closed.
     root = logging.getLogger()
-    handlers = list(root.handlers)
-    root.handlers.clear()
-    try:
-        log = tmp_path / "spark.log"
-        with engine_output_to(log):
-            logging.exception("Error while receiving.")
-        logging.error("the JVM is gone")
-        for handler in root.handlers:
-            handler.flush()
-        assert capfd.readouterr().err == ""
-        assert "the JVM is gone" in log.read_text()
-    finally:
-        for handler in root.handlers:
-            handler.close()
-        root.handlers[:] = handlers
+    monkeypatch.setattr(root, "handlers", [])  # as a new CLI process has it
+    log = tmp_path / "spark.log"
+    with engine_output_to(log):
+        logging.exception("Error while receiving.")
+    logging.error("the JVM is gone")
+    for handler in root.handlers:
+        handler.close()
+    assert capfd.readouterr().err == ""
+    assert "the JVM is gone" in log.read_text()
 
 
 def test_explain_json_has_the_contract_keys():
