@@ -36,15 +36,28 @@ system-packages:
 	    exit 1; \
 	  fi; fi
 
+# The classes a Spark run loads, archived once for the tests' JVMs (AppCDS, tests/conftest.py).
+# The JVM writes the archive as it exits, after the command: the recipe waits for it.
+JSA := $(VENV)/spark-classes.jsa
+$(JSA): $(STAMP)
+	@echo "archiving the classes a Spark run loads, for the tests' JVMs (once, a minute or two)"
+	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
+	  SPARK_SUBMIT_OPTS=-XX:ArchiveClassesAtExit=$$tmp/classes.jsa $(BIN)/tandem run q5 \
+	    --rate 5 --duration 20 --batch 10 --store $$tmp/t.duckdb >$$tmp/run.log 2>&1 \
+	    || { cat $$tmp/run.log; exit 1; }; \
+	  while pgrep -f "ArchiveClassesAtExit=$$tmp" >/dev/null; do sleep 1; done; \
+	  if [ -s $$tmp/classes.jsa ]; then mv $$tmp/classes.jsa $@; \
+	  else echo "the JVM wrote no archive: the tests' JVMs start without one"; fi
+
 # Two test processes, each test module on one (with its shared session, cluster or Airflow).
 # Most tests are Spark runs, and a Spark run leaves about a fifth of two cores idle (vmstat):
 # the second process fills it.
-test: $(STAMP) system-packages
+test: $(STAMP) $(JSA) system-packages
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 # Every placement of the integration tests' samples, not one per class (tests/matrix.py).
-test-matrices: $(STAMP) system-packages
+test-matrices: $(STAMP) $(JSA) system-packages
 	TANDEM_FULL_MATRICES=1 $(BIN)/python -m pytest -q tests/test_disorder.py tests/test_run.py \
 	  tests/test_progress.py
 

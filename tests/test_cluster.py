@@ -1,14 +1,16 @@
 """A real Spark standalone cluster (a master and two workers on 127.0.0.1, from the installed
 pyspark): a driver there runs Q1, Q3 and Q5 under every placement and gives the reference's rows,
-also when a worker is killed while `tandem --master spark://...` runs the query."""
+also when a worker is killed while a query runs."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -53,22 +55,6 @@ def truth(landing):
     return reference.Evaluator({"plugs": stream})
 
 
-def tandem(master: str, *args: str, log: Path) -> subprocess.Popen:
-    """The CLI in a process of its own, started in the background: a driver on the cluster
-    (one SparkContext per process, and the tests' shared session is local), its output going
-    to ``log`` (a pipe nobody reads could fill and stop it)."""
-    command = [sys.executable, "-m", "tandem.cli", "--master", master, *args]
-    env = os.environ | {"TANDEM_SPARK_MEMORY": "1g"}
-    with open(log, "w") as out:
-        return subprocess.Popen(command, cwd=ROOT, env=env, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def run_args(query: str, placement: str, landing: Path, store: Path) -> list[str]:
-    return ["run", short(query), "--placement", placement, "--source", str(landing), "--store",
-            str(store)]
-
-
 def assert_reference_rows(store: Path, query: str, truth, catalog, profile) -> None:
     """The run's rows are the reference's up to the last window_end it evaluated: a landing
     directory has no end, so windows are evaluated as far as its watermark goes (and Spark's
@@ -87,59 +73,76 @@ def assert_reference_rows(store: Path, query: str, truth, catalog, profile) -> N
 # Each placement once, over Q1, Q3 and Q5: the placement decides what runs in the executors
 # (Spark's operators, the exchange, the partitions' DuckDBs), the query only which operators,
 # and the queries' placements are checked locally against the reference (tests/matrix.py).
+# A worker is killed while two of them run: Spark's stateful operators (Q1's aggregate and
+# join) restore their state from the checkpoint, and the lost executor's partitions reopen their
+# DuckDB files (under the checkpoint) on the other worker and replace the rows the lost tasks
+# may have appended.
 PLACED = list(zip(("q1", "q3", "q5", "q1"), PLACEMENTS, strict=True))
+KILLED = (("q1", "spark"), ("q5", "duckdb-partitioned"))
 # The library's run, as `tandem run` calls it, for each of a list of specs in turn.
 RUNS = ("import json, sys; from runtime.run import run; from runtime.spec import RunSpec; "
         "[run(RunSpec(**spec)) for spec in json.loads(sys.argv[1])]")
 
 
+@dataclass
+class Placed:
+    store: Path
+    commits_at_kill: int | None = None  # the run's micro-batches committed when a worker died
+
+
+def commits(store: Path, query: str) -> int:
+    directory = default_checkpoint(store, query) / "commits"
+    return len(list(directory.iterdir())) if directory.is_dir() else 0
+
+
 @pytest.fixture(scope="module")
-def placed(cluster, landing, tmp_path_factory) -> dict[tuple[str, str], Path]:
-    """The store of each placement's run, the runs one after another in one driver on the
-    cluster (``TANDEM_SPARK_MASTER``, which `--master` sets): a driver's start, its JVM and
-    its executors, is most of what a short run there costs."""
+def placed(cluster, landing, tmp_path_factory) -> dict[tuple[str, str], Placed]:
+    """The runs one after another in one driver on the cluster (``TANDEM_SPARK_MASTER``, which
+    `--master` sets): a driver's start, its JVM and its executors, is most of what a short run
+    there costs. While each run of ``KILLED`` runs, once it has committed two micro-batches, a
+    worker is killed outright and a new one joins, as a restarted machine would."""
     directory = tmp_path_factory.mktemp("placed")
-    stores = {(query, placement): directory / f"{query}-{placement}.duckdb"
-              for query, placement in PLACED}
+    runs = {(query, placement): Placed(directory / f"{query}-{placement}.duckdb")
+            for query, placement in PLACED}
     specs = [dict(query=short(query), placement=placement, source=str(landing),
-                  store=str(store)) for (query, placement), store in stores.items()]
+                  store=str(run.store)) for (query, placement), run in runs.items()]
     env = os.environ | {"TANDEM_SPARK_MASTER": cluster.url, "TANDEM_SPARK_MEMORY": "1g"}
-    done = subprocess.run([sys.executable, "-c", RUNS, json.dumps(specs)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=1800, start_new_session=True)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return stores
+    log = directory / "driver.log"
+    with open(log, "w") as out:  # a pipe nobody reads could fill and stop it
+        driver = subprocess.Popen([sys.executable, "-c", RUNS, json.dumps(specs)], cwd=ROOT,
+                                  env=env, stdout=out, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
+    try:
+        for query, placement in KILLED:
+            run = runs[query, placement]
+            deadline = time.monotonic() + 300
+            while commits(run.store, query) < 2:
+                assert driver.poll() is None, log.read_text()[-3000:]
+                assert time.monotonic() < deadline, f"{query} {placement} committed no batch"
+                time.sleep(0.2)
+            run.commits_at_kill = commits(run.store, query)
+            cluster.kill_worker(next(n for n, w in enumerate(cluster.workers)
+                                     if w.poll() is None))
+            cluster.start_worker()
+        assert driver.wait(timeout=1800) == 0, log.read_text()[-3000:]
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+    return runs
 
 
 @pytest.mark.parametrize("query, placement", PLACED)
 def test_every_placement_on_the_cluster_gives_the_reference_rows(cluster, placed, truth, catalog,
                                                                  profile, query, placement):
-    assert_reference_rows(placed[query, placement], query, truth, catalog, profile)
+    assert_reference_rows(placed[query, placement].store, query, truth, catalog, profile)
     # The driver ran its tasks on the cluster's executors, not in a local Spark.
     assert cluster.state()["completedapps"], "no application completed on the cluster"
 
 
-@pytest.mark.parametrize("placement", [
-    # Spark's stateful operators (Q1's aggregate and join) restore their state from the
-    # checkpoint.
-    "select_1=spark,select_2=spark,aggregate_1=spark,join_1=spark,select_3=duckdb,"
-    "aggregate_2=duckdb",
-    # The lost executor's partitions reopen their DuckDB files (under the checkpoint) on the
-    # other worker and replace the rows the lost tasks may have appended.
-    "duckdb-partitioned"])
-def test_a_worker_killed_while_the_query_runs(cluster, landing, truth, catalog, profile,
-                                              tmp_path, placement):
-    """Spark runs the lost executor's tasks again on the other worker."""
-    store = tmp_path / "tandem.duckdb"
-    log = tmp_path / "run.log"
-    running = tandem(cluster.url, *run_args("q1", placement, landing, store), log=log)
-    commits = default_checkpoint(store, "q1") / "commits"
-    deadline = time.monotonic() + 300
-    while not (commits.is_dir() and len(list(commits.iterdir())) >= 2):
-        assert running.poll() is None, log.read_text()[-3000:]
-        assert time.monotonic() < deadline, "the run committed no micro-batch in 5 minutes"
-        time.sleep(0.5)
-    assert running.poll() is None, "the run ended before the worker was killed"
-    cluster.kill_worker(0)
-    cluster.start_worker()  # the cluster heals, as a restarted machine would rejoin it
-    assert running.wait(timeout=900) == 0, log.read_text()[-3000:]
-    assert_reference_rows(store, "q1", truth, catalog, profile)
+@pytest.mark.parametrize("query, placement", KILLED)
+def test_a_worker_killed_while_the_query_runs(placed, query, placement):
+    """Spark runs the lost executor's tasks again on the other worker, and the run goes on:
+    the reference's rows (above), and micro-batches committed after the worker died."""
+    run = placed[query, placement]
+    assert run.commits_at_kill is not None
+    assert commits(run.store, query) > run.commits_at_kill, "the run ended before the kill"
