@@ -43,10 +43,12 @@ def test_the_watchdog_stops_a_generated_stream_that_never_completes(tmp_path, mo
         watchdog.check(reports=1, spark_batch=1, ended=True, final_end="the end")
 
 
-# A Q1 with a 30-s window sliding by 5 s, over 120 s of event time at 3 tuples/s.
+# A Q1 with a 30-s window sliding by 5 s, over 60 s of event time at 3 tuples/s: two windows'
+# length, which every span below (10 s), at (30 s) and above (50 s) the window cuts into
+# micro-batches that windows straddle.
 SHORT_Q1 = query_sql("q1").replace("INTERVAL '1' SECOND, INTERVAL '5' MINUTES",
                                    "INTERVAL '5' SECOND, INTERVAL '30' SECOND")
-RATE, DURATION = 3, 120
+RATE, DURATION = 3, 60
 SHAPES = [p for _, p in reduced([(str(QUERIES / "q1.sql"), spec(p))
                                  for p in placements(str(QUERIES / "q1.sql"), "5")])]
 
