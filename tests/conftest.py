@@ -31,7 +31,7 @@ def _short_lived_jvms() -> None:
     """The tests' Spark JVMs are short-lived (a run killed at a crash point, a CLI command),
     or run a new query every few seconds (the session's own): C1 alone compiles enough for
     them, and the archive of the classes a run loads (`make test` writes it) spares loading
-    and checking them again. Measured in CPU seconds: a short `tandem run` 45 instead of 88,
+    and checking them again. Measured in CPU seconds: a short `tandem run` 47 instead of 77,
     tests/test_disorder.py 302 instead of 436 with C1 alone (bench/results/test_suite.md).
     Through SPARK_SUBMIT_OPTS, which spark-submit gives the driver's JVM, and which every
     process the tests start inherits."""
