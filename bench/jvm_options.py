@@ -24,23 +24,17 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run as a script: the tests' options are measured, not copied
+from tests.conftest import ARCHIVE, C1, short  # noqa: E402
+
 RESULTS = ROOT / "bench" / "results"
-ARCHIVE = Path(sys.prefix) / "spark-classes.jsa"
 CPUACCT = Path("/sys/fs/cgroup/cpuacct")  # cgroup v1; v2 keeps cpu.stat at the root
 VARIANTS = {
     "default": [],
-    "C1": ["-XX:TieredStopAtLevel=1"],
+    "C1": [C1],
     "archive": [f"-XX:SharedArchiveFile={ARCHIVE}"],
-    "C1 + archive": ["-XX:TieredStopAtLevel=1", f"-XX:SharedArchiveFile={ARCHIVE}"],
+    "C1 + archive": [C1, f"-XX:SharedArchiveFile={ARCHIVE}"],
 }
-
-
-def short_q5(directory: Path) -> Path:
-    (directory / "catalog.toml").write_text((ROOT / "queries" / "catalog.toml").read_text())
-    query = directory / "q5.sql"
-    query.write_text(re.sub(r"INTERVAL '5' MINUTES?", "INTERVAL '20' SECONDS",
-                            (ROOT / "queries" / "q5.sql").read_text()))
-    return query
 
 
 def cgroup(name: str) -> tuple[Path, Path]:
@@ -89,11 +83,10 @@ def main() -> None:
     if not ARCHIVE.is_file():
         sys.exit(f"no archive at {ARCHIVE}: `make {ARCHIVE.relative_to(ROOT)}` writes it")
     figures: dict[str, list[dict]] = {name: [] for name in VARIANTS}
-    with tempfile.TemporaryDirectory() as directory:
-        query = short_q5(Path(directory))
-        for n, (name, options) in enumerate(list(VARIANTS.items()) * args.repeats):
-            figures[name].append(measured(query, options, n))
-            print(name, figures[name][-1], flush=True)
+    query = Path(short("q5"))
+    for n, (name, options) in enumerate(list(VARIANTS.items()) * args.repeats):
+        figures[name].append(measured(query, options, n))
+        print(name, figures[name][-1], flush=True)
     summary = {name: {"runs": runs,
                       "median_cpu_s": statistics.median(r["cpu_s"] for r in runs),
                       "median_wall_s": statistics.median(r["wall_s"] for r in runs)}

@@ -155,13 +155,17 @@ def last_file_read(checkpoint: str | Path) -> str:
     return max((path.name for path in batch_files(checkpoint, offset["logOffset"])), default="")
 
 
+def committed_batches(checkpoint: str | Path) -> list[int]:
+    """The micro-batches a Spark checkpoint has committed: ``commits/<batch>`` exists once the
+    batch committed (beside it, Hadoop's ``.<batch>.crc``)."""
+    return [int(p.name) for p in (Path(checkpoint) / "commits").glob("[0-9]*")]
+
+
 def last_offset(checkpoint: str | Path) -> dict | None:
     """The source's offset after the checkpoint's last committed micro-batch. Spark's offset log
-    (``offsets/<batch>``) is a version line, the batch's metadata and one JSON line per source;
-    ``commits/<batch>`` exists once the batch committed."""
-    checkpoint = Path(checkpoint)
-    committed = [int(p.name) for p in (checkpoint / "commits").glob("[0-9]*")]
+    (``offsets/<batch>``) is a version line, the batch's metadata and one JSON line per source."""
+    committed = committed_batches(checkpoint)
     if not committed:
         return None
-    lines = (checkpoint / "offsets" / str(max(committed))).read_text().splitlines()
+    lines = (Path(checkpoint) / "offsets" / str(max(committed))).read_text().splitlines()
     return json.loads(lines[2])

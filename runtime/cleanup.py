@@ -19,7 +19,7 @@ import tomli_w
 from columnar.store import ColumnarStore
 from optimizer.logical import windows
 from optimizer.tomlfile import read_toml
-from rowstream.landing import landed_files, last_file_read, read_landed
+from rowstream.landing import committed_batches, landed_files, last_file_read, read_landed
 from runtime import settings
 from runtime.explain import explain
 from runtime.microbatch import exclusive, live_checkpoints, microbatch_name
@@ -108,7 +108,7 @@ def prune_checkpoint(checkpoint: Path, keep: int, report: CleanupReport) -> None
     """Delete the offset and commit logs of all but the last ``keep`` committed micro-batches
     (at least two: a restart re-reads the last offsets, and the ones before them to replay an
     uncommitted batch). Spark keeps its state store files itself."""
-    committed = [int(p.name) for p in (checkpoint / "commits").glob("[0-9]*")]
+    committed = committed_batches(checkpoint)
     if not committed:
         return
     first_kept = max(committed) - max(keep, 2) + 1

@@ -27,25 +27,25 @@ ROOT = Path(__file__).resolve().parents[1]
 QUERIES = ROOT / "queries"
 
 
-def _short_lived_jvms() -> None:
+C1 = "-XX:TieredStopAtLevel=1"
+ARCHIVE = Path(sys.prefix) / "spark-classes.jsa"  # `make test` writes it (Makefile)
+
+
+def pytest_configure(config):
     """The tests' Spark JVMs are short-lived (a run killed at a crash point, a CLI command),
     or run a new query every few seconds (the session's own): C1 alone compiles enough for
-    them, and the archive of the classes a run loads (`make test` writes it) spares loading
-    and checking them again. Measured in CPU seconds: a short `tandem run` 47 instead of 77,
-    tests/test_disorder.py 302 instead of 436 with C1 alone (bench/results/test_suite.md).
-    Through SPARK_SUBMIT_OPTS, which spark-submit gives the driver's JVM, and which every
-    process the tests start inherits."""
-    options = ["-XX:TieredStopAtLevel=1"]
-    archive = Path(sys.prefix) / "spark-classes.jsa"
-    if archive.is_file():
+    them, and the archive of the classes a run loads spares loading and checking them again.
+    Measured in CPU seconds: a short `tandem run` 47 instead of 77, tests/test_disorder.py 302
+    instead of 436 with C1 alone (bench/results/test_suite.md). Through SPARK_SUBMIT_OPTS,
+    which spark-submit gives the driver's JVM, and which every process the tests start
+    inherits."""
+    options = [C1]
+    if ARCHIVE.is_file():
         # A JVM or pyspark other than the archive's ignores it, with a warning it need not log.
-        options += [f"-XX:SharedArchiveFile={archive}", "-Xlog:cds=off,cds+dynamic=off"]
+        options += [f"-XX:SharedArchiveFile={ARCHIVE}", "-Xlog:cds=off,cds+dynamic=off"]
     current = os.environ.get("SPARK_SUBMIT_OPTS", "")
-    if options[0] not in current:  # xdist's workers inherit the controller's
+    if C1 not in current:  # xdist's workers inherit the controller's
         os.environ["SPARK_SUBMIT_OPTS"] = " ".join(filter(None, [current, *options]))
-
-
-_short_lived_jvms()
 
 
 @pytest.fixture(scope="session")

@@ -20,6 +20,7 @@ import pytest
 from benchmarking import reference
 from benchmarking.cluster import local_cluster
 from optimizer import optimize
+from rowstream.landing import committed_batches
 from runtime.run import default_checkpoint
 from tests.conftest import ROOT, query_sql, short
 from tests.test_reference import assert_same_rows
@@ -91,8 +92,7 @@ class Placed:
 
 
 def commits(store: Path, query: str) -> int:
-    directory = default_checkpoint(store, query) / "commits"
-    return len(list(directory.iterdir())) if directory.is_dir() else 0
+    return len(committed_batches(default_checkpoint(store, query)))
 
 
 @pytest.fixture(scope="module")
