@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 import time
-from contextlib import contextmanager, redirect_stderr
+from contextlib import contextmanager, redirect_stderr, suppress
 from pathlib import Path
 from typing import Annotated
 
@@ -73,8 +73,15 @@ def engine_output_to(log: Path):
         handler = logging.FileHandler(log)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         root.addHandler(handler)
-    with open(log, "a") as target, redirect_stderr(target):
-        yield
+    target = open(log, "a")  # its close may fail on a full disk, below
+    try:
+        with redirect_stderr(target):
+            yield
+    finally:
+        # On a full disk the flush of what the engines printed fails: the run's own error
+        # (a disk is full) is what the user must see, not this one's traceback.
+        with suppress(OSError):
+            target.close()
 
 
 @app.callback()
