@@ -60,7 +60,7 @@ test: $(STAMP) $(JSA) system-packages
 # Every placement of the integration tests' samples, not one per class (tests/matrix.py).
 test-matrices: $(STAMP) $(JSA) system-packages
 	TANDEM_FULL_MATRICES=1 $(BIN)/python -m pytest -q tests/test_disorder.py tests/test_run.py \
-	  tests/test_progress.py
+	  tests/test_progress.py tests/test_migration_run.py tests/test_cluster.py
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not integration"

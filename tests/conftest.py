@@ -5,6 +5,7 @@ import functools
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -38,7 +39,8 @@ def pytest_configure(config):
     Measured in CPU seconds: a short `tandem run` 47 instead of 77, tests/test_disorder.py 302
     instead of 436 with C1 alone (bench/results/test_suite.md). Through SPARK_SUBMIT_OPTS,
     which spark-submit gives the driver's JVM, and which every process the tests start
-    inherits."""
+    inherits; and through PYSPARK_SUBMIT_ARGS to the executors of a cluster's application
+    (tests/test_cluster.py, tests/test_docker.py), which its workers start."""
     options = [C1]
     if ARCHIVE.is_file():
         # A JVM or pyspark other than the archive's ignores it, with a warning it need not log.
@@ -46,6 +48,9 @@ def pytest_configure(config):
     current = os.environ.get("SPARK_SUBMIT_OPTS", "")
     if C1 not in current:  # xdist's workers inherit the controller's
         os.environ["SPARK_SUBMIT_OPTS"] = " ".join(filter(None, [current, *options]))
+    # pyspark's launcher reads its spark-submit arguments here, "pyspark-shell" last.
+    os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--conf spark.executor.defaultJavaOptions="
+                          f"{shlex.quote(' '.join(options))} pyspark-shell")
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,6 @@
 """A real Spark standalone cluster (a master and two workers on 127.0.0.1, from the installed
-pyspark): a driver there runs Q1, Q3 and Q5 under every placement and gives the reference's rows,
-also when a worker is killed while a query runs."""
+pyspark): a driver there runs Q1, Q3 and Q5 under a placement of each class and gives the
+reference's rows, also when a worker is killed while a query runs."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from optimizer import optimize
 from rowstream.landing import committed_batches
 from runtime.run import default_checkpoint
 from tests.conftest import ROOT, query_sql, short
+from tests.matrix import FULL
 from tests.test_reference import assert_same_rows
 from tests.test_run import results
 from workload.smart_plugs import SmartPlugs
@@ -78,7 +79,9 @@ def assert_reference_rows(store: Path, query: str, truth, catalog, profile) -> N
 # join) restore their state from the checkpoint, and the lost executor's partitions reopen their
 # DuckDB files (under the checkpoint) on the other worker and replace the rows the lost tasks
 # may have appended.
-PLACED = list(zip(("q1", "q3", "q5", "q1"), PLACEMENTS, strict=True))
+# Q1's optimised plan is of Q3's all-DuckDB class (tests/matrix.py: its rows cross whole, no
+# Spark state before the MIG, DuckDB at the root): `make test-matrices` runs it too.
+PLACED = list(zip(("q1", "q3", "q5", "q1"), PLACEMENTS, strict=True))[:None if FULL else 3]
 KILLED = (("q1", "spark"), ("q5", "duckdb-partitioned"))
 # The library's run, as `tandem run` calls it, for each of a list of specs in turn.
 RUNS = ("import json, sys; from runtime.run import run; from runtime.spec import RunSpec; "

@@ -14,6 +14,7 @@ from columnar.fragment_sql import fragments
 from columnar.store import ColumnarStore
 from optimizer import optimize
 from optimizer.logical import Project, Select, Window
+from optimizer.physical import evaluate
 from tests.conftest import query_sql
 from tests.test_fragment_sql import Q1_EXPECTED, READINGS, T0, at
 from workload.smart_plugs import SmartPlugs
@@ -78,17 +79,19 @@ def test_duckdb_fragments_of_every_placement_match_the_reference(catalog, profil
     # and every plug reports a load every 4 s.
     stream = pl.from_arrow(SMALL.between(0, 420))
     streams = {"plugs": stream}
-    plan = optimize(query_sql(name), catalog, profile, 20).logical
+    optimization = optimize(query_sql(name), catalog, profile, 20)
+    plan = optimization.logical
     first, last = reference.window_ends(streams, plan.root.slide)
     ends = [T0.__class__.fromtimestamp(0) + timedelta(microseconds=us)
             for us in range(first, last + 1, int(plan.root.slide * 1e6))]
     truth = reference.Evaluator(streams)
     # Every placement on the two engines (q6's 512 too); placements share most of their DB-ops,
-    # so each distinct fragment (its SQL over its inputs) is evaluated once.
+    # so each distinct fragment (its SQL over its inputs) is evaluated once. A complete
+    # placement's physical plan is phase two's evaluation of it (what `--placement` gives).
     distinct = {}
     for engines in itertools.product(("spark", "duckdb"), repeat=len(plan)):
-        spec = ",".join(f"{plan.ids[op]}={e}" for op, e in zip(plan.operators, engines, strict=True))
-        physical = optimize(query_sql(name), catalog, profile, 20, placement=spec).plan
+        placement = {plan.ids[op]: e for op, e in zip(plan.operators, engines, strict=True)}
+        physical = evaluate(plan, placement, optimization.model)
         for fragment in fragments(physical):
             distinct.setdefault((fragment.sql, tuple(fragment.sources), tuple(fragment.panes)),
                                 (physical, fragment))

@@ -17,7 +17,7 @@ from runtime.explain import explain
 from runtime.run import run
 from runtime.spec import RunSpec
 from tests.conftest import ROOT, query_sql, short
-from tests.matrix import matrix
+from tests.matrix import FULL, matrix
 from tests.test_reference import assert_same_rows
 from workload.smart_plugs import SmartPlugs
 
@@ -152,8 +152,15 @@ def test_spark_operators_after_a_db_op_get_duckdb_rows_back(tmp_path, truth, cat
     assert summary.transfers.to_spark_tuples == 2 * truth.result(root).height
 
 
+# Panes change how Spark aggregates; the buckets evaluate a whole plan in Polars, so each kind
+# of plan runs, with each aggregate function: a correlated one (Q1: MAX, COUNT), a join of two
+# windows (Q3: MAX, AVG), an aggregate of an aggregate (Q5: SUM, MAX), a three-way join (Q6).
+# Q2 and Q4 are Q1's and Q3's kinds with AVG for MAX: `make test-matrices` runs them too.
+BUCKETS = ("q1", "q2", "q3", "q4", "q5", "q6") if FULL else ("q1", "q3", "q5", "q6")
+
+
 @pytest.mark.parametrize("design, name", [("panes", q) for q in ("q2", "q3", "q5")]
-                         + [("buckets", q) for q in ("q1", "q2", "q3", "q4", "q5", "q6")])
+                         + [("buckets", q) for q in BUCKETS])
 def test_every_pure_spark_design_gives_the_reference_rows(tmp_path, truth, catalog, profile,
                                                           design, name):
     run_small(name, tmp_path, placement="spark", spark_design=design)
