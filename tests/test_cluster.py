@@ -23,7 +23,7 @@ from optimizer import optimize
 from rowstream.landing import committed_batches
 from runtime.run import default_checkpoint
 from tests.conftest import ROOT, query_sql, short
-from tests.matrix import FULL
+from tests.matrix import reduced
 from tests.test_reference import assert_same_rows
 from tests.test_run import results
 from workload.smart_plugs import SmartPlugs
@@ -79,9 +79,9 @@ def assert_reference_rows(store: Path, query: str, truth, catalog, profile) -> N
 # join) restore their state from the checkpoint, and the lost executor's partitions reopen their
 # DuckDB files (under the checkpoint) on the other worker and replace the rows the lost tasks
 # may have appended.
-# Q1's optimised plan is of Q3's all-DuckDB class (tests/matrix.py: its rows cross whole, no
-# Spark state before the MIG, DuckDB at the root): `make test-matrices` runs it too.
-PLACED = list(zip(("q1", "q3", "q5", "q1"), PLACEMENTS, strict=True))[:None if FULL else 3]
+# Q1's optimised plan is of Q3's all-DuckDB class (its rows cross whole, no Spark state before
+# the MIG, DuckDB at the root): `make test` runs one of them, `make test-matrices` both.
+PLACED = reduced(list(zip(("q1", "q3", "q5", "q1"), PLACEMENTS, strict=True)))
 KILLED = (("q1", "spark"), ("q5", "duckdb-partitioned"))
 # The library's run, as `tandem run` calls it, for each of a list of specs in turn.
 RUNS = ("import json, sys; from runtime.run import run; from runtime.spec import RunSpec; "
