@@ -81,8 +81,8 @@ def recent_runs(names: list[str], store: Path, limit: int = 10,
         return [], f"no runs yet ({store} does not exist)"
     try:
         columnar = ColumnarStore(store, read_only=True)
-    except StoreBusy:
-        return [], "the store is busy: a run is writing to it; reload when it has ended"
+    except StoreBusy as busy:  # it names the run
+        return [], str(busy)
     with columnar:
         runs = [run for name in names for run in columnar.recent(log, name, limit)]
     runs.sort(key=lambda r: r["logged_at"], reverse=True)

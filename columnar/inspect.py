@@ -17,7 +17,8 @@ import sqlglot
 from sqlglot import exp
 
 from columnar.fragment_sql import PANE, ROWS, WINDOW_ENDS, Fragment
-from columnar.store import connect
+from columnar.store import busy, connect, schema_name
+from optimizer.errors import TandemError
 
 ROW_LIMIT = 200
 STATEMENT_TIMEOUT = 2.0  # seconds a console statement may run
@@ -33,7 +34,7 @@ FILE_READERS = {"read_csv", "read_csv_auto", "read_parquet", "parquet_scan", "re
                 "sqlite_scan", "postgres_scan", "mysql_scan", "iceberg_scan", "delta_scan"}
 
 
-class Refused(ValueError):
+class Refused(TandemError):
     """A statement the console does not run, with the reason in words."""
 
 
@@ -70,20 +71,20 @@ def check_read_only(sql: str) -> str:
 
 
 def read_only_query(store: str | Path, sql: str, limit: int = ROW_LIMIT,
-                    timeout: float = STATEMENT_TIMEOUT) -> Answer:
+                    timeout: float | None = STATEMENT_TIMEOUT) -> Answer:
     """Run a read-only query over the DuckDB file ``store``: at most ``limit`` rows (DuckDB
-    stops producing rows after them) and ``timeout`` seconds (then DuckDB is interrupted), on
-    one thread and 1 GB of memory."""
+    stops producing rows after them) and ``timeout`` seconds (then DuckDB is interrupted; None:
+    no limit), on one thread and 1 GB of memory."""
     check_read_only(sql)
     if not Path(store).is_file():
         raise Refused(f"no DuckDB file at {store} yet: run a query first")
     try:
         con = connect(str(store), read_only=True, config=CONSOLE_CONFIG)
-    except duckdb.IOException:
-        raise Refused("the store is busy: a run is writing to it (DuckDB lets one process "
-                      "write at a time). Try again when the run has ended.") from None
-    deadline = threading.Timer(timeout, con.interrupt)
-    deadline.start()
+    except duckdb.IOException as err:
+        raise Refused(busy(store, err)) from None
+    deadline = threading.Timer(timeout or 0, con.interrupt)
+    if timeout:
+        deadline.start()
     try:
         relation = con.sql(sql)
         columns = relation.columns
@@ -99,6 +100,28 @@ def read_only_query(store: str | Path, sql: str, limit: int = ROW_LIMIT,
         deadline.cancel()
         con.close()
     return Answer(columns, rows[:limit], len(rows) > limit)
+
+
+def latest_windows(query: str, windows: int) -> str:
+    """The SQL of the result rows of ``query``'s last ``windows`` window_ends, in order (and
+    within a window_end by every column, so that a table reads the same each time)."""
+    results = f"{schema_name(query)}.results"
+    return (f"SELECT * EXCLUDE (batch_id) FROM {results} WHERE window_end IN (SELECT DISTINCT "
+            f"window_end FROM {results} ORDER BY window_end DESC LIMIT {int(windows)}) "
+            "ORDER BY window_end, COLUMNS(*)")
+
+
+def latest_results(store: str | Path, query: str, windows: int, limit: int = ROW_LIMIT,
+                   timeout: float | None = None) -> Answer:
+    """The result rows of ``query`` (its name: its results are ``q_<name>.results``) at its
+    last ``windows`` window_ends."""
+    try:
+        return read_only_query(store, latest_windows(query, windows), limit, timeout)
+    except Refused as refusal:
+        if str(refusal).startswith("CatalogException"):
+            raise Refused(f"{store} holds no results of {query}: run it first (tandem run "
+                          f"{query})") from None
+        raise
 
 
 def explain_fragment(fragment: Fragment, types: dict[str, str]) -> str:

@@ -65,6 +65,36 @@ class StoreBusy(TandemError):
     """Another process holds the DuckDB file."""
 
 
+def holder(error: duckdb.IOException) -> str:
+    """The process that holds a DuckDB file, from DuckDB's lock error: its command line where
+    this machine shows it (``/proc``), such as ``tandem run q1 --rate 2000``, else its PID."""
+    held = re.search(r"\(PID (\d+)\)", str(error))
+    if not held:
+        return "another process"
+    try:
+        argv = Path(f"/proc/{held[1]}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return f"another process (PID {held[1]})"
+    args = [a for a in argv.split("\0") if a]
+    # `tandem …` however it was started: the console script, or `python -m tandem.cli`.
+    for i, arg in enumerate(args):
+        if Path(arg).name == "tandem" or arg == "tandem.cli":
+            args = ["tandem", *args[i + 1:]]
+            break
+    else:
+        args = [Path(args[0]).name, *args[1:]] if args else []
+    command = " ".join(" ".join(args).split())  # one line
+    command = command if len(command) <= 100 else command[:99] + "…"
+    return f"`{command}` (PID {held[1]})" if command else f"another process (PID {held[1]})"
+
+
+def busy(path: str | Path, error: duckdb.IOException) -> str:
+    """What a reader is told while a run holds the store: which run, and where to look."""
+    return (f"{holder(error)} is writing to {path}, and DuckDB lets no other process read it "
+            "meanwhile: follow the run on its terminal (or its Airflow task's log), and read "
+            "the store when it has ended")
+
+
 def schema_name(query: str) -> str:
     return "q_" + re.sub(r"\W", "_", query.lower())
 
@@ -83,12 +113,11 @@ class ColumnarStore:
             self.con = connect(self.path, read_only=read_only,
                                config={"threads": threads} if threads else {})
         except duckdb.IOException as err:
-            holder = re.search(r"held in (.*?) \(PID (\d+)\)", str(err))
-            who = f" ({holder[1]}, PID {holder[2]})" if holder else ""
-            raise StoreBusy(f"the DuckDB file {self.path} is locked by another process{who}: "
-                            "DuckDB lets one process write at a time; stop that process or "
-                            "give another --store, then run again (with --resume to continue)"
-                            ) from None
+            if read_only:
+                raise StoreBusy(busy(self.path, err)) from None
+            raise StoreBusy(f"the DuckDB file {self.path} is held by {holder(err)}: DuckDB lets "
+                            "one process write at a time; stop that process or give another "
+                            "--store, then run again (with --resume to continue)") from None
         self._created: set[str] = set()  # tables known to exist
         self._run("SET TimeZone = 'UTC'")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import logging
 import os
@@ -9,6 +10,7 @@ import signal
 import sys
 import time
 from contextlib import contextmanager, redirect_stderr, suppress
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -252,7 +254,7 @@ def run_command(
                                        on_migration=on_migration).combined()
             else:
                 summary = run(spec, explanation=plan, on_batch=on_batch)
-    inspect = f"SELECT * FROM {summary.results_table} ORDER BY window_end LIMIT 20"
+    on_store = "" if Path(summary.store) == store_path() else f" --store {summary.store}"
     console.print()
     console.print(
         f"[bold]done[/]: {summary.tuples:,} tuples in {summary.wall_seconds:.1f} s "
@@ -268,12 +270,12 @@ def run_command(
                   f"{transfers.to_spark_tuples:,} tuples ({_bytes(transfers.to_spark_bytes)}).")
     if summary.quarantined.total:
         # An adaptive run's later plans keep their rows under their own names.
-        console.print(f"Quarantined rows, with their reason and origin: SELECT * FROM "
-                      f"tandem_log.quarantine WHERE query = '{summary.query}' OR "
-                      f"starts_with(query, '{summary.query}__plan').", highlight=False)
-    console.print(f"Results: {summary.results_table} in {summary.store}. Inspect them with:")
-    console.print(f"  python -c \"import duckdb; print(duckdb.connect('{summary.store}', "
-                  f"read_only=True).sql('{inspect}'))\"", highlight=False, soft_wrap=True)
+        console.print("Quarantined rows, with their reason and origin:", highlight=False)
+        console.print(f"  tandem sql{on_store} \"SELECT * FROM tandem_log.quarantine WHERE query "
+                      f"= '{summary.query}' OR starts_with(query, '{summary.query}__plan')\"",
+                      highlight=False, soft_wrap=True)
+    console.print(f"Results: {summary.results_table} in {summary.store}. The latest windows:")
+    console.print(f"  tandem results {summary.query}{on_store}", highlight=False, soft_wrap=True)
 
 
 @app.command("migrate")
@@ -365,6 +367,77 @@ def validate_command(
             console.print(f"{result.table}: {result.rows:,} rows, {verdict}", highlight=False)
     if problems:
         raise typer.Exit(1)
+
+
+class Output(StrEnum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+
+
+Store = Annotated[Path | None, typer.Option(help="The DuckDB file (default: tandem.duckdb in TANDEM_STATE, else .tandem).")]
+Format = Annotated[Output, typer.Option("--format", help="How to print the rows.")]
+Limit = Annotated[int, typer.Option(min=1, help="Print at most this many rows.")]
+
+
+@app.command("sql")
+def sql_command(
+    statement: Annotated[str, typer.Argument(help="One SELECT (or WITH … SELECT) over the store's tables.")],
+    store: Store = None,
+    output: Format = Output.table,
+    limit: Limit = 1000,
+) -> None:
+    """Run a read-only query over the store: results (q_<query>.results), progress, the
+    quarantine (tandem_log.quarantine), the runs' logs. Nothing can be written or read from
+    files."""
+    from columnar.inspect import read_only_query
+    from runtime.settings import store_path
+
+    with user_errors():
+        answer = read_only_query(store or store_path(), statement, limit=limit, timeout=None)
+    print_answer(answer, output, limit)
+
+
+@app.command("results")
+def results_command(
+    query: Query,
+    windows: Annotated[int, typer.Option(min=1, help="How many of the latest window_ends.")] = 3,
+    store: Store = None,
+    output: Format = Output.table,
+    limit: Limit = 1000,
+) -> None:
+    """Show QUERY's result rows at its latest window_ends (a run's results, read-only)."""
+    from columnar.inspect import latest_results
+    from runtime.settings import store_path
+
+    with user_errors():
+        answer = latest_results(store or store_path(), Path(query).stem, windows, limit)
+    print_answer(answer, output, limit)
+
+
+def print_answer(answer, output: Output, limit: int) -> None:
+    """Rows as a table, CSV or JSON on stdout; that rows were left out goes to stderr, so that
+    CSV and JSON stay clean."""
+    if output is Output.csv:
+        out = csv.writer(sys.stdout, lineterminator="\n")
+        out.writerow(answer.columns)
+        out.writerows(["" if v is None else v for v in row] for row in answer.rows)
+    elif output is Output.json:
+        rows = [dict(zip(answer.columns, row, strict=True)) for row in answer.rows]
+        sys.stdout.write(json.dumps(rows, indent=2, default=_json_value) + "\n")
+    else:
+        table = Table(*answer.columns, box=None, header_style="bold")
+        for row in answer.rows:
+            table.add_row(*("NULL" if v is None else str(v) for v in row))
+        console.print(table, highlight=False)
+        if not answer.rows:
+            errors.print("(no rows)")
+    if answer.truncated:
+        errors.print(f"(the first {limit:,} rows: --limit shows more)")
+
+
+def _json_value(value) -> str:
+    return value.isoformat() if hasattr(value, "isoformat") else str(value)
 
 
 def _fmt(x: float) -> str:

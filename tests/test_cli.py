@@ -1,16 +1,20 @@
 """The CLI as a user runs it: `tandem explain` (readable text, and JSON with the keys of
-docs/design.md), `tandem generate`, `tandem run` and `tandem verify`."""
+docs/design.md), `tandem generate`, `tandem run`, `tandem results` and `tandem verify`."""
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 
+import duckdb
+import polars as pl
 import pytest
 from typer.testing import CliRunner
 
 from tandem.cli import app, engine_output_to
 from tests.conftest import short
+from tests.test_reference import assert_same_rows
 
 runner = CliRunner()
 DESIGN_KEYS = {"placement", "operators", "bottleneck_cost", "utilization_cost", "feasible",
@@ -105,6 +109,18 @@ def test_run_and_verify_report_what_they_did(tmp_path):
     assert "done: 1,200 tuples" in said and "0 quarantined rows" in said
     assert "(30.0 s of event time)" in said  # the last batch's work against its span
     assert "q_q5.results" in said and str(store) in "".join(ran.output.split())
+    # The hint is a command that shows the latest windows, as the store holds them.
+    assert f"tandem results q5 --store {store}" in "".join(ran.output.splitlines())
+    shown = runner.invoke(app, ["results", "q5", "--store", str(store), "--windows", "2",
+                                "--format", "csv"])
+    assert shown.exit_code == 0, shown.output
+    with duckdb.connect(str(store), read_only=True) as con:
+        stored = pl.from_arrow(con.sql("SELECT * EXCLUDE (batch_id) FROM q_q5.results").to_arrow_table())
+    ends = stored["window_end"].unique().sort()[-2:]
+    want = stored.filter(pl.col("window_end").is_in(ends.implode()))
+    got = pl.read_csv(io.StringIO(shown.stdout), try_parse_dates=True)
+    assert want.height > 0 and got.height == want.height
+    assert_same_rows(got.select(want.columns), want)
     # The sample holds the three uniform plans and the optimiser's.
     checked = runner.invoke(app, ["verify", short("q5"), "--placements", "4", "--parallel", "2",
                                   "--duration", "60"])

@@ -76,8 +76,13 @@ def test_a_store_another_process_writes_to_is_reported_busy(store):
         stdout=subprocess.PIPE, text=True)
     try:
         assert writer.stdout.readline().strip() == "open"
-        with pytest.raises(Refused, match="the store is busy"):
+        with pytest.raises(Refused) as refused:
             read_only_query(store, "SELECT 1")
+        # One line that names the process by its command line, and where to look instead.
+        said = str(refused.value)
+        assert "\n" not in said and f"(PID {writer.pid})" in said
+        assert "`python -c import duckdb, sys, time;" in said
+        assert "follow the run on its terminal" in said
     finally:
         writer.kill()
         writer.wait()
