@@ -45,7 +45,7 @@ class Overview:
 
 
 def queries() -> list[str]:
-    return sorted(p.stem for p in settings.REPOSITORY_QUERIES.glob("*.sql"))
+    return settings.query_names()
 
 
 def overview(query: str, store: Path | None = None) -> Overview:

@@ -8,6 +8,7 @@ sets to this repository."""
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 from airflow.sdk import BaseOperator
 
@@ -31,6 +32,17 @@ def lateness_param():
     return Param(None, type=["null", "number"], minimum=0,
                  description="Allowed lateness, seconds: later readings go to the quarantine "
                              "(empty: the catalog's, 5 s).")
+
+
+def landing_asset(landing: Path):
+    """The Asset a producer updates when files have landed in ``landing``: ``tandem_landing``
+    for the default landing directory (docs/operations.md), else named by its URI."""
+    from airflow.sdk import Asset
+
+    uri = f"file://{Path(landing).resolve()}"
+    if Path(landing).resolve() == settings.landing_dir().resolve():
+        return Asset(name="tandem_landing", uri=uri)
+    return Asset(uri=uri)
 
 
 def _number(value) -> float | None:
@@ -113,16 +125,17 @@ class SummaryOperator(BaseOperator):
 class MicroBatchOperator(StoreOperator):
     """Run a query over the files that landed since its last micro-batch run (availableNow)."""
 
-    template_fields = ("query", "lateness")
+    template_fields = ("query", "lateness", "landing")
 
-    def __init__(self, *, query: str, lateness: float | str | None = None, **kwargs):
+    def __init__(self, *, query: str, lateness: float | str | None = None,
+                 landing: str | None = None, **kwargs):
         super().__init__(**kwargs)
-        self.query, self.lateness = query, lateness
+        self.query, self.lateness, self.landing = query, lateness, landing
 
     def execute(self, context) -> dict:
         from runtime.microbatch import run_microbatch
 
-        summary = run_microbatch(self.query, settings.landing_dir(),
+        summary = run_microbatch(self.query, self.landing or settings.landing_dir(),
                                  checkpoints=settings.checkpoints_dir(),
                                  store=settings.store_path(), lateness=_number(self.lateness))
         self.log.info("%s: %d new files, %d tuples, %d result rows into %s, %d quarantined "
@@ -137,10 +150,16 @@ class ValidateLandingOperator(StoreOperator):
     before Spark reads them; failing rows go to the landing quarantine (``runtime.validation``).
     The task succeeds with bad rows quarantined: they are accounted for, not lost."""
 
+    template_fields = ("landing",)
+
+    def __init__(self, *, landing: str | None = None, **kwargs):
+        super().__init__(**kwargs)
+        self.landing = landing
+
     def execute(self, context) -> dict:
         from runtime.validation import validate_landed
 
-        report = validate_landed(settings.landing_dir(), settings.store_path())
+        report = validate_landed(self.landing or settings.landing_dir(), settings.store_path())
         for f in report:
             self.log.info("%s: %d rows, %d quarantined %s", f.file, f.rows,
                           f.quarantined.total, dict(f.quarantined.rules) or "")
@@ -180,15 +199,17 @@ class CleanupOperator(StoreOperator):
     """The nightly clean-up (``runtime.cleanup``); the report goes to XCom."""
 
     def __init__(self, *, queries: list[str], retention_days: float = 1.0, keep_batches: int = 10,
-                 **kwargs):
+                 landing: str | None = None, **kwargs):
         super().__init__(**kwargs)
         self.queries, self.retention_days, self.keep_batches = queries, retention_days, keep_batches
+        self.landing = landing
 
     def execute(self, context) -> dict:
         from runtime.cleanup import cleanup
 
         report = cleanup(self.queries, retention=timedelta(days=self.retention_days),
-                         keep_batches=self.keep_batches)
+                         keep_batches=self.keep_batches,
+                         landing=Path(self.landing) if self.landing else None)
         self.log.info("reclaimed %d rows and %d bytes; archived %d files; plans: %s",
                       report.rows_reclaimed, report.bytes_reclaimed, len(report.archived),
                       report.plans)

@@ -8,9 +8,11 @@ from airflow_tandem.operators import (
     SummaryOperator,
     lateness_param,
 )
-from runtime.settings import REPOSITORY_QUERIES
+from runtime.settings import query_names, schedules
 
-QUERIES = sorted(p.stem for p in REPOSITORY_QUERIES.glob("*.sql"))
+QUERIES = query_names()
+# The form opens on the first scheduled query, else the first of the folder.
+FIRST = next((s.name for s in schedules() if s.name in QUERIES), QUERIES[0] if QUERIES else None)
 
 with DAG(
     dag_id="tandem_query",
@@ -20,7 +22,8 @@ with DAG(
     render_template_as_native_obj=True,
     doc_md=__doc__,
     params={
-        "query": Param("q1", enum=QUERIES, description="A query of queries/."),
+        "query": Param(FIRST, enum=QUERIES,
+                       description="A query of the queries folder (TANDEM_QUERIES)."),
         "placement": Param("auto", enum=["auto", "spark", "duckdb", "duckdb-partitioned"],
                            description="auto: the optimiser's plan; spark, duckdb or "
                                        "duckdb-partitioned: every operator on that engine."),

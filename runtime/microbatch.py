@@ -20,8 +20,6 @@ from columnar.store import schema_name
 from rowstream.gateway import Quarantined
 from rowstream.landing import landed_files, last_file_read
 
-SCHEDULED = ("q1", "q2")  # the correlated aggregations that tandem_microbatch keeps up to date
-
 
 @dataclass(frozen=True)
 class MicroBatchSummary:

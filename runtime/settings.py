@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import os
+import re
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 from optimizer.errors import TandemError
@@ -17,37 +19,108 @@ REFRESHED_FROM = "refreshed_from"  # its key naming the catalog whose statistics
 
 
 def setting(name: str, given: str | Path | None = None) -> str | None:
-    """The value of setting ``name`` (catalog, profile, ...) by the precedence above."""
+    """The value of setting ``name`` (catalog, profile, queries, ...) by the precedence above."""
     if given is not None:
         return str(given)
     env = os.environ.get(f"TANDEM_{name.upper()}")
     if env:
         return env
+    value = _config().get("tandem", {}).get(name)
+    return None if value is None else str(value)
+
+
+def _config() -> dict:
+    """``tandem.toml`` of the working directory, or nothing."""
     config = Path(CONFIG_FILE)
-    if config.is_file():
-        try:
-            value = tomllib.loads(config.read_text()).get("tandem", {}).get(name)
-        except tomllib.TOMLDecodeError as err:
-            raise TandemError(f"{CONFIG_FILE} is not valid TOML: {err}") from None
-        if value is not None:
-            return str(value)
-    return None
+    if not config.is_file():
+        return {}
+    try:
+        return tomllib.loads(config.read_text())
+    except tomllib.TOMLDecodeError as err:
+        raise TandemError(f"{CONFIG_FILE} is not valid TOML: {err}") from None
 
 
 REPOSITORY_QUERIES = Path(__file__).resolve().parents[1] / "queries"
 
 
+def queries_dir() -> Path:
+    """The folder of the user's queries (``TANDEM_QUERIES``, tandem.toml's ``queries``), else
+    queries/ of the working directory, else this repository's."""
+    given = setting("queries")
+    if given:
+        return Path(given)
+    return Path("queries") if Path("queries").is_dir() else REPOSITORY_QUERIES
+
+
+def query_names() -> list[str]:
+    """The queries of the queries folder, by name: what the Airflow page and DAGs offer."""
+    return sorted(p.stem for p in queries_dir().glob("*.sql"))
+
+
 def query_path(query: str) -> Path:
-    """A query is a .sql file, or the name of one in queries/ (``q1``) of the working directory
-    or of this repository (an Airflow task may run elsewhere)."""
+    """A query is a .sql file, or the name of one in the queries folder (``q1``), else in
+    queries/ of the working directory or of this repository (an Airflow task may run
+    elsewhere)."""
     path = Path(query)
     if path.is_file():
         return path
-    for queries in (Path("queries"), REPOSITORY_QUERIES):
+    for queries in (queries_dir(), Path("queries"), REPOSITORY_QUERIES):
         named = queries / f"{query}.sql"
         if named.is_file():
             return named
-    raise TandemError(f"query {query!r} not found: give a .sql file or a name from queries/")
+    raise TandemError(f"query {query!r} not found: give a .sql file or a name from "
+                      f"{queries_dir()}")
+
+
+# What the micro-batch DAGs keep up to date when the configuration lists nothing: the
+# correlated aggregations, every five minutes.
+SCHEDULED = ("q1", "q2")
+EVERY_FIVE_MINUTES = "*/5 * * * *"
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A query the micro-batch DAGs keep up to date over a landing directory, on a cron."""
+
+    query: str  # a name of the queries folder, or a .sql file
+    landing: Path
+    cron: str = EVERY_FIVE_MINUTES
+
+    @property
+    def name(self) -> str:
+        return Path(self.query).stem
+
+
+def schedules() -> list[Schedule]:
+    """tandem.toml's ``[schedule.<query>]`` tables (each with an optional ``landing`` and
+    ``cron``), else the queries ``TANDEM_SCHEDULE`` lists (comma-separated), else Q1 and Q2;
+    over the landing directory (``landing_dir``) and every five minutes unless a table says
+    otherwise."""
+    tables = _config().get("schedule")
+    if tables is None:
+        listed = os.environ.get("TANDEM_SCHEDULE")
+        names = [q.strip() for q in listed.split(",") if q.strip()] if listed else SCHEDULED
+        tables = {q: {} for q in names}
+    found = []
+    for query, table in tables.items():
+        if not isinstance(table, dict) or set(table) - {"landing", "cron"}:
+            raise TandemError(f"{CONFIG_FILE}: [schedule.{query}] takes landing and cron only")
+        cron = str(table.get("cron", EVERY_FIVE_MINUTES))
+        if len(cron.split()) != 5 and not re.fullmatch(r"@\w+", cron):
+            raise TandemError(f"{CONFIG_FILE}: [schedule.{query}] cron {cron!r} is not a cron "
+                              "expression (five fields, such as \"*/5 * * * *\", or @hourly)")
+        query_path(query)  # refused here, not when the DAG first runs
+        found.append(Schedule(query, Path(table.get("landing") or landing_dir()), cron))
+    return found
+
+
+def scheduled_by_landing() -> dict[Path, list[str]]:
+    """The scheduled queries of each landing directory: the nightly clean-up archives a file
+    once every query over its directory has read it."""
+    groups: dict[Path, list[str]] = {}
+    for schedule in schedules():
+        groups.setdefault(schedule.landing, []).append(schedule.query)
+    return groups
 
 
 def state_dir() -> Path:
@@ -82,18 +155,14 @@ def landing_dir() -> Path:
 
 
 def catalog_path(query: Path | None = None, given: str | Path | None = None) -> Path:
-    """The given catalog, else the one beside the query (without a query: the working
-    directory's ``queries/``, else the repository's), or the statistics the nightly clean-up
-    observed in its place (``REFRESHED_FROM`` names the catalog they refresh)."""
+    """The given catalog, else the one beside the query, else the queries folder's, or the
+    statistics the nightly clean-up observed in its place (``REFRESHED_FROM`` names the
+    catalog they refresh)."""
     found = setting("catalog", given)
     if found:
         return Path(found)
     beside = query.parent / "catalog.toml" if query is not None else None
-    here = Path("queries/catalog.toml")
-    if beside is not None and beside.is_file():
-        base = beside
-    else:
-        base = here if here.is_file() or query is not None else REPOSITORY_QUERIES / "catalog.toml"
+    base = beside if beside is not None and beside.is_file() else queries_dir() / "catalog.toml"
     observed = state_dir() / OBSERVED_CATALOG
     if observed.is_file():
         try:

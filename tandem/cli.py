@@ -652,20 +652,24 @@ def cleanup_command(
     retention_days: Annotated[float, typer.Option(help="Keep results (and state) of this many days of event time.")] = 1.0,
     keep_batches: Annotated[int, typer.Option(help="Micro-batches whose checkpoint logs and progress are kept.")] = 10,
 ) -> None:
-    """The nightly clean-up of the micro-batch runs' state (what tandem_nightly_cleanup runs)."""
+    """The nightly clean-up of the scheduled micro-batch runs' state (what
+    tandem_nightly_cleanup runs), landing directory by landing directory."""
     from datetime import timedelta
 
     from runtime.cleanup import cleanup
-    from runtime.microbatch import SCHEDULED
+    from runtime.settings import scheduled_by_landing
 
-    with console.status("cleaning up"), user_errors():
-        report = cleanup(list(SCHEDULED), retention=timedelta(days=retention_days),
-                         keep_batches=keep_batches)
-    console.print(f"Reclaimed {report.rows_reclaimed:,} rows and "
-                  f"{_bytes(report.bytes_reclaimed)}; archived {len(report.archived)} files.")
-    for plan in report.plans:
-        console.print(f"{plan['query']}: {'new plan' if plan['changed'] else 'plan unchanged'}"
-                      f" ({plan['reason']})", highlight=False)
+    for landing, queries in scheduled_by_landing().items():
+        with console.status(f"cleaning up {', '.join(queries)}"), user_errors():
+            report = cleanup(queries, retention=timedelta(days=retention_days),
+                             keep_batches=keep_batches, landing=landing)
+        console.print(f"{', '.join(queries)}: reclaimed {report.rows_reclaimed:,} rows and "
+                      f"{_bytes(report.bytes_reclaimed)}; archived {len(report.archived)} files "
+                      f"of {landing}.", highlight=False)
+        for plan in report.plans:
+            console.print(f"{plan['query']}: "
+                          f"{'new plan' if plan['changed'] else 'plan unchanged'} "
+                          f"({plan['reason']})", highlight=False)
 
 
 @app.command("airflow")

@@ -12,9 +12,11 @@ import pytest
 from benchmarking import reference
 from columnar.store import ColumnarStore, schema_name
 from optimizer import optimize
+from runtime import settings
 from runtime.cleanup import cleanup
-from runtime.microbatch import SCHEDULED, microbatch_name, run_microbatch
-from tests.conftest import QUERIES, query_sql
+from runtime.microbatch import microbatch_name, run_microbatch
+from runtime.settings import SCHEDULED
+from tests.conftest import QUERIES, ROOT, query_sql
 from tests.test_reference import assert_same_rows
 from workload.smart_plugs import SmartPlugs
 
@@ -55,7 +57,8 @@ def results(store, query: str) -> pl.DataFrame:
 
 def test_the_dags_import_without_errors(dags):
     assert dags.import_errors == {}
-    assert {"tandem_query", "tandem_microbatch", "tandem_nightly_cleanup"} <= set(dags.dags)
+    assert {"tandem_query", "tandem_microbatch_q1", "tandem_microbatch_q2",
+            "tandem_nightly_cleanup"} <= set(dags.dags)
     form = dags.dags["tandem_query"].params
     assert form["query"] == "q1" and set(form.get_param("query").schema["enum"]) == {
         p.stem for p in QUERIES.glob("*.sql")}
@@ -81,32 +84,65 @@ def test_tandem_query_runs_optimise_run_summary(dags, state, catalog, profile):
     assert runs[0]["tuples"] == summary["tuples"]
 
 
+def test_the_configured_queries_and_schedules_make_the_dags(airflow_home, tmp_path,
+                                                             monkeypatch):
+    """A user's queries folder outside the repository and the schedules of tandem.toml: a DAG
+    per scheduled query over its landing directory on its cron, the clean-up of each landing
+    directory, and the triggered run's form offers the folder's queries."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    mine, elsewhere = tmp_path / "mine", tmp_path / "elsewhere"
+    mine.mkdir()
+    shutil.copy(QUERIES / "q3.sql", mine / "hourly.sql")
+    shutil.copy(QUERIES / "catalog.toml", mine)
+    config = (f'[tandem]\nqueries = "{mine}"\n\n[schedule.hourly]\nlanding = "{elsewhere}"\n'
+              'cron = "0 * * * *"\n\n[schedule.q5]\n')
+    (tmp_path / "tandem.toml").write_text(config)
+    monkeypatch.chdir(tmp_path)
+    bag = DagBag(dag_folder=str(ROOT / "dags"))
+    assert bag.import_errors == {}
+    assert {d for d in bag.dags if d.startswith("tandem_microbatch")} == {
+        "tandem_microbatch_hourly", "tandem_microbatch_q5"}
+    hourly, q5 = bag.dags["tandem_microbatch_hourly"], bag.dags["tandem_microbatch_q5"]
+    assert hourly.get_task("microbatch").landing == str(elsewhere)
+    assert q5.get_task("microbatch").landing == str(settings.landing_dir())
+    assert hourly.timetable.timetable.summary == "0 * * * *"
+    assert q5.timetable.timetable.summary == "*/5 * * * *"
+    assert {t.landing: t.queries for t in bag.dags["tandem_nightly_cleanup"].tasks} == {
+        str(elsewhere): ["hourly"], str(settings.landing_dir()): ["q5"]}
+    assert bag.dags["tandem_query"].params.get_param("query").schema["enum"] == ["hourly"]
+
+    (tmp_path / "tandem.toml").write_text(config.replace("0 * * * *", "hourly"))
+    refused = DagBag(dag_folder=str(ROOT / "dags")).import_errors
+    assert any("cron 'hourly' is not a cron expression" in e for e in refused.values())
+
+
 def test_tandem_microbatch_over_two_landed_files_gives_the_reference_rows(
         dags, state, landed_files, catalog, profile):
     files, stream = landed_files
     landing = state / "landing"
     landing.mkdir(parents=True)
-    dag = dags.dags["tandem_microbatch"]
     for n, file in enumerate(files[:2], start=1):
         shutil.copy2(file, landing / file.name)
-        run = dag.test()
-        assert run.state == "success"
-        # Great Expectations validated the file before Spark read it: nothing to quarantine.
-        checked = run.get_task_instance("validate_landing").xcom_pull(task_ids="validate_landing")
-        assert checked == {"files": 1, "rows": len(file.read_text().splitlines()) - 1,
-                           "quarantined": 0}
-        for query in SCHEDULED:
-            read = run.get_task_instance(f"microbatch_{query}").xcom_pull(
-                task_ids=f"microbatch_{query}")
+        for k, query in enumerate(SCHEDULED):
+            run = dags.dags[f"tandem_microbatch_{query}"].test()
+            assert run.state == "success"
+            # Great Expectations validated the file before Spark read it, once: the first
+            # query's DAG did, the second's finds it validated. Nothing to quarantine.
+            checked = run.get_task_instance("validate_landing").xcom_pull(
+                task_ids="validate_landing")
+            rows = len(file.read_text().splitlines()) - 1
+            assert checked == ({"files": 1, "rows": rows, "quarantined": 0} if k == 0
+                               else {"files": 0, "rows": 0, "quarantined": 0})
+            read = run.get_task_instance("microbatch").xcom_pull(task_ids="microbatch")
             assert read["files"] == [file.name]
             root, want = reference_rows(stream, query, catalog, profile, files=n)
             assert_same_rows(results(state / "tandem.duckdb", query).select(root.columns), want)
     # No new file: the runs read nothing, and the results stay as they are.
-    run = dag.test()
-    assert run.state == "success"
     for query in SCHEDULED:
-        assert run.get_task_instance(f"microbatch_{query}").xcom_pull(
-            task_ids=f"microbatch_{query}")["files"] == []
+        run = dags.dags[f"tandem_microbatch_{query}"].test()
+        assert run.state == "success"
+        assert run.get_task_instance("microbatch").xcom_pull(task_ids="microbatch")["files"] == []
         root, want = reference_rows(stream, query, catalog, profile, files=2)
         assert_same_rows(results(state / "tandem.duckdb", query).select(root.columns), want)
     # ... and the results after each run: every expectation of the results suite held.
