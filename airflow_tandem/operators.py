@@ -13,6 +13,7 @@ from pathlib import Path
 from airflow.sdk import BaseOperator
 
 from airflow_tandem.server import DUCKDB_POOL
+from optimizer.errors import TandemError
 from runtime import settings
 
 
@@ -53,36 +54,41 @@ def _number(value) -> float | None:
 class OptimizeOperator(BaseOperator):
     """Optimise a query; the plan (``tandem explain --json``) goes to XCom."""
 
-    template_fields = ("query", "placement", "rate")
+    template_fields = ("query", "placement", "rate", "source")
 
     def __init__(self, *, query: str, placement: str = "auto", rate: float | str | None = None,
-                 **kwargs):
+                 source: str = "generator", **kwargs):
         super().__init__(**kwargs)
-        self.query, self.placement, self.rate = query, placement, rate
+        self.query, self.placement, self.rate, self.source = query, placement, rate, source
 
     def execute(self, context) -> dict:
         from runtime.explain import explain
+        from runtime.run import landing_format
 
-        return explain(self.query, rate=_number(self.rate), placement=self.placement).to_json()
+        return explain(self.query, rate=_number(self.rate), placement=self.placement,
+                       file_format=landing_format(self.source or "generator")).to_json()
 
 
 class RunQueryOperator(StoreOperator):
-    """Run a query for a bounded time over the generator, its rate stepping as ``steps`` says
-    (``SECOND:RATE,...``). With ``plan_task_id`` it runs the placement that task chose (the
-    plan the UI shows is the plan that runs); ``adaptive`` migrates it live when the observed
-    rate calls for another plan (``tandem run --adaptive``)."""
+    """Run a query over ``source``: the generator for a bounded time, its rate stepping as
+    ``steps`` says (``SECOND:RATE,...``), or a landing directory up to the files there (``tandem
+    run --source``). With ``plan_task_id`` it runs the placement that task chose (the plan the
+    UI shows is the plan that runs); ``adaptive`` migrates it live when the observed rate calls
+    for another plan (``tandem run --adaptive``, over the generator)."""
 
     template_fields = ("query", "placement", "rate", "duration", "batch", "lateness", "adaptive",
-                       "steps")
+                       "steps", "source")
 
     def __init__(self, *, query: str, placement: str = "auto", rate: float | str = 1000.0,
                  duration: float | str = 60.0, batch: float | str | None = None,
                  lateness: float | str | None = None, plan_task_id: str | None = None,
-                 adaptive: bool | str = False, steps: str = "", **kwargs):
+                 adaptive: bool | str = False, steps: str = "", source: str = "generator",
+                 **kwargs):
         super().__init__(**kwargs)
         self.query, self.placement, self.rate = query, placement, rate
         self.duration, self.batch, self.plan_task_id = duration, batch, plan_task_id
         self.lateness, self.adaptive, self.steps = lateness, adaptive, steps
+        self.source = source
 
     def execute(self, context) -> dict:
         from runtime.migration import run_adaptive
@@ -97,8 +103,11 @@ class RunQueryOperator(StoreOperator):
         spec = RunSpec(self.query, placement=placement or "auto", rate=_number(self.rate),
                        duration=_number(self.duration), batch=_number(self.batch),
                        lateness=_number(self.lateness), store=settings.store_path(),
-                       steps=parse_steps(self.steps or ""))
+                       steps=parse_steps(self.steps or ""), source=self.source or "generator")
         if str(self.adaptive).lower() in ("true", "1"):
+            if spec.source != "generator":
+                raise TandemError("an adaptive run reads the generator: a landing directory's "
+                                  "stream cannot be read again from an event time")
             adapted = run_adaptive(spec.query, placement=spec.placement, rate=spec.rate,
                                    duration=spec.duration, batch=spec.batch,
                                    lateness=spec.lateness, store=spec.store, steps=spec.steps)

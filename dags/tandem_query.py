@@ -1,4 +1,5 @@
-"""Run a query from Airflow's "Trigger" form: optimise → run for a bounded time → summary."""
+"""Run a query from Airflow's "Trigger" form: optimise → run (the generator for a bounded
+time, or the files of a landing directory) → summary."""
 
 from airflow.sdk import DAG, Param
 
@@ -32,6 +33,9 @@ with DAG(
                           description="Seconds of event time to generate."),
         "batch": Param(None, type=["null", "number"], minimum=0.001,
                        description="Seconds of event time per micro-batch (empty: one slide)."),
+        "source": Param("generator", type="string",
+                        description="'generator', or a landing directory of Parquet or CSV "
+                                    "files: the run reads the files there and stops."),
         "lateness": lateness_param(),
         "steps": Param("", type="string",
                        description="Rate steps, SECOND:RATE,... (60:40000,120:2000): the "
@@ -42,10 +46,12 @@ with DAG(
     },
 ):
     optimise = OptimizeOperator(task_id="optimise", query="{{ params.query }}",
-                                placement="{{ params.placement }}", rate="{{ params.rate }}")
+                                placement="{{ params.placement }}", rate="{{ params.rate }}",
+                                source="{{ params.source }}")
     run = RunQueryOperator(task_id="run", query="{{ params.query }}", rate="{{ params.rate }}",
                            duration="{{ params.duration }}", batch="{{ params.batch }}",
                            lateness="{{ params.lateness }}", plan_task_id="optimise",
-                           adaptive="{{ params.adaptive }}", steps="{{ params.steps }}")
+                           adaptive="{{ params.adaptive }}", steps="{{ params.steps }}",
+                           source="{{ params.source }}")
     summary = SummaryOperator(task_id="summary", run_task_id="run")
     optimise >> run >> summary

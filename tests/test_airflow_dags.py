@@ -84,6 +84,57 @@ def test_tandem_query_runs_optimise_run_summary(dags, state, catalog, profile):
     assert runs[0]["tuples"] == summary["tuples"]
 
 
+def test_tandem_query_reads_a_landing_directory_given_as_its_source(
+        dags, state, landed_files, catalog, profile):
+    files, stream = landed_files
+    source = state / "drop"
+    source.mkdir()
+    for file in files[:2]:
+        shutil.copy2(file, source / file.name)
+    run = dags.dags["tandem_query"].test(
+        run_conf={"query": "q5", "placement": "auto", "source": str(source)})
+    assert run.state == "success"
+    summary = run.get_task_instance("summary").xcom_pull(task_ids="summary")
+    assert summary["tuples"] == sum(len(f.read_text().splitlines()) - 1 for f in files[:2])
+    root, want = reference_rows(stream, "q5", catalog, profile, files=2)
+    with ColumnarStore(state / "tandem.duckdb", read_only=True) as columnar:
+        got = pl.from_arrow(columnar.results("q5"))
+    assert want.height > 0
+    assert_same_rows(got.select(root.columns), want)
+
+
+def test_the_documented_dag_template_runs_a_query_of_ones_own(
+        state, tmp_path, landed_files, catalog, profile, monkeypatch):
+    """docs/templates/my_dag.py with its two paths changed, as a user would: a query outside
+    the repository, kept up to date over a landing directory, gives the reference's rows."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    files, stream = landed_files
+    mine, landing, dags_folder = tmp_path / "queries", tmp_path / "landing", tmp_path / "dags"
+    for folder in (mine, landing, dags_folder):
+        folder.mkdir()
+    shutil.copy(QUERIES / "q5.sql", mine / "hourly_load.sql")
+    shutil.copy(QUERIES / "catalog.toml", mine)
+    for file in files[:2]:
+        shutil.copy2(file, landing / file.name)
+    template = (ROOT / "docs" / "templates" / "my_dag.py").read_text()
+    changed = (template.replace("/data/tandem/queries/hourly_load.sql", str(mine / "hourly_load.sql"))
+               .replace("/data/landing/sensors", str(landing)))
+    assert changed.count(str(tmp_path)) == 2
+    (dags_folder / "my_dag.py").write_text(changed)
+    # dag.test() runs a DAG of the configured DAGs folder (its bundle's path, read at
+    # Airflow's import): the user's, here.
+    monkeypatch.setattr("airflow.settings.DAGS_FOLDER", str(dags_folder))
+    bag = DagBag(dag_folder=str(dags_folder))
+    assert bag.import_errors == {} and set(bag.dags) == {"my_hourly_load", "my_hourly_load_once"}
+    assert bag.dags["my_hourly_load"].test().state == "success"
+    root, want = reference_rows(stream, "q5", catalog, profile, files=2)
+    with ColumnarStore(state / "tandem.duckdb", read_only=True) as columnar:
+        got = pl.from_arrow(columnar.results(microbatch_name("hourly_load")))
+    assert want.height > 0
+    assert_same_rows(got.select(root.columns), want)
+
+
 def test_the_configured_queries_and_schedules_make_the_dags(airflow_home, tmp_path,
                                                              monkeypatch):
     """A user's queries folder outside the repository and the schedules of tandem.toml: a DAG
