@@ -32,6 +32,7 @@ SECRET = "a-test-secret"
 AIRFLOW_SERVICES = ("airflow-apiserver", "airflow-scheduler", "airflow-dag-processor",
                     "airflow-triggerer")
 SHARED = ("/tandem/state", "/tandem/landing")
+QUERIES = "/tandem/queries"
 PACKAGES = ("optimizer", "workload", "columnar", "rowstream", "runtime", "benchmarking",
             "airflow_tandem", "tandem")  # what Spark's executors and drivers both reach
 
@@ -40,8 +41,9 @@ PACKAGES = ("optimizer", "workload", "columnar", "rowstream", "runtime", "benchm
 pytestmark = pytest.mark.integration
 
 
-def compose(*args: str, secret: str | None = SECRET) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "AIRFLOW_JWT_SECRET"}
+def compose(*args: str, secret: str | None = SECRET, **variables: str
+            ) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "AIRFLOW_JWT_SECRET"} | variables
     if secret:
         env["AIRFLOW_JWT_SECRET"] = secret
     return subprocess.run(["docker-compose", "-f", str(COMPOSE), *args], capture_output=True,
@@ -78,6 +80,9 @@ def test_the_compose_file_names_what_the_code_reads(config):
             assert _mounts(service)[path] == _mounts(services["spark-worker"])[path], name
             assert _mounts(service)[path] in config["volumes"]
         assert {env["TANDEM_STATE"], env["TANDEM_LANDING"]} == set(SHARED)
+        # The queries and their catalog come from the host: the repository's by default.
+        assert env["TANDEM_QUERIES"] == QUERIES
+        assert _mounts(service)[QUERIES] == str(ROOT / "queries"), name
     # Every variable the compose file gives Tandem is one the code reads.
     given = {v for service in services.values() for v in service["environment"]
              if v.startswith("TANDEM_")}
@@ -92,8 +97,20 @@ def test_the_compose_file_names_what_the_code_reads(config):
     assert re.search(rf"^WORKDIR {IMAGE_ROOT}$", dockerfile, re.M)
     packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
     assert set(packages) == set(PACKAGES)
-    for folder in [*packages, "queries", "dags", "plugins"]:
+    for folder in [*packages, "dags", "plugins"]:
         assert re.search(rf"^COPY {folder} {folder}$", dockerfile, re.M), folder
+    assert not re.search(r"^COPY queries", dockerfile, re.M)  # mounted from the host
+
+
+def test_the_queries_and_the_landing_directory_can_be_the_hosts(tmp_path):
+    queries, landing = tmp_path / "my-queries", tmp_path / "landing"
+    done = compose("config", TANDEM_QUERIES_DIR=str(queries), TANDEM_LANDING_DIR=str(landing))
+    assert done.returncode == 0, done.stderr
+    services = yaml.safe_load(done.stdout)["services"]
+    for name, service in services.items():
+        if name != "postgres":
+            assert _mounts(service)[QUERIES] == str(queries), name
+            assert _mounts(service)["/tandem/landing"] == str(landing), name
 
 
 def _mounts(service: dict) -> dict[str, str]:
@@ -228,6 +245,8 @@ def test_the_images_roles_run_airflow_on_postgresql_and_tandem_on_the_cluster(
     here = Here(config, tmp_path, postgresql)
     for path in SHARED:
         (tmp_path / Path(path).name).mkdir()
+    (tmp_path / Path(QUERIES).name).symlink_to(_mounts(config["services"]["airflow-scheduler"])[
+        QUERIES])  # a directory of the host, as compose mounts it
     try:
         here.start("spark-master")
         master = Cluster(tmp_path, 1, "1536m", port=here.ports["spark-master:7077"],
