@@ -257,3 +257,46 @@ def test_duckdb_reads_pane_partials_and_lists_not_window_tuples(unit_catalog, un
     assert model.db_work(node(plan, Select)) == 0.0
     assert model.db_work(count) == pytest.approx(10 * 2e-5)
     assert model.db_arrival(count) == 0.0
+
+
+@pytest.mark.parametrize("predicate, selectivity", [
+    ("(k = 3 OR v < 2)", 0.1 + 1 / 3 - 0.1 / 3),  # independent events: a + b - ab
+    ("NOT k = 3", 0.9),
+    ("k <> 3", 0.9),  # 1 - System R's 1/10 for an equality it cannot look up
+    ("k = v", 0.1),  # two columns: System R's 1/10
+    ("v BETWEEN 1 AND 2", 1 / 4),
+    ("k IN (1, 2, 3)", 3 * 0.1),
+    ("v + 1 >= 2", 1 / 3),
+])
+def test_every_predicate_shape_gets_system_rs_default(unit_catalog, unit_profile, predicate,
+                                                      selectivity):
+    plan, model = model_for(COUNT_BY_K.replace("v > 0", predicate), unit_catalog, unit_profile)
+    (select,) = [n for n in post_order(plan.root) if isinstance(n, Select)]
+    assert model.stats.selectivity(select) == pytest.approx(selectivity)
+
+
+@pytest.mark.parametrize("change, refusal", [
+    ({"lateness": -1}, "a lateness of 0 s or more"),
+    ({"time_distance": 0}, "a positive time_distance"),
+    ({"time_column": "when"}, "has no time column 'when'"),
+    ({"rate": "fast"}, "needs columns and rate"),
+])
+def test_a_catalog_entry_that_cannot_hold_is_refused_in_one_line(change, refusal):
+    entry = {"rate": 10, "columns": {"ts": "TIMESTAMP", "k": "INTEGER"}} | change
+    with pytest.raises(CatalogError, match=refusal):
+        parse_catalog({"streams": {"s": entry}}, "mine.toml")
+
+
+def test_a_catalog_without_streams_or_with_a_selectivity_above_one_is_refused():
+    with pytest.raises(CatalogError, match="no \\[streams.\\*\\] tables"):
+        parse_catalog({"selectivity": {}}, "mine.toml")
+    with pytest.raises(CatalogError, match="must lie in \\[0, 1\\]"):
+        parse_catalog({"streams": {"s": {"rate": 1, "columns": {"ts": "TIMESTAMP"}}},
+                       "selectivity": {"k = 1": 1.5}}, "mine.toml")
+
+
+def test_a_rate_cannot_be_scaled_from_nothing(unit_catalog):
+    still = dataclasses.replace(unit_catalog, streams={
+        n: dataclasses.replace(s, rate=0.0) for n, s in unit_catalog.streams.items()})
+    with pytest.raises(CatalogError, match="no positive rate to scale"):
+        still.with_total_rate(["s", "t"], 300)

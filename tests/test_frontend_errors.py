@@ -59,6 +59,22 @@ CASES = [
     (f"SELECT id FROM {HOP} AS a JOIN {HOP} AS b ON a.id = b.id", "'id' is ambiguous", "id"),
     ("WITH RECURSIVE r AS (SELECT 1) SELECT * FROM r", "WITH RECURSIVE", "RECURSIVE"),
     (f"SELECT RANDOM() AS r, window_end FROM {HOP}", "RANDOM is not supported", "RANDOM"),
+    (f"SELECT * FROM {HOP} WHERE value > (SELECT 1)", "subqueries inside expressions",
+     "SELECT 1"),
+    ("SELECT * FROM TUMBLES(plugs, ts, INTERVAL '1' MINUTE)", "table function TUMBLES",
+     "TUMBLES"),
+    ("SELECT * FROM HOP('plugs', ts, INTERVAL '1' SECOND, INTERVAL '1' MINUTE)",
+     "must name a stream", "'plugs'"),
+    (f"SELECT * FROM {HOP} WHERE COUNT(*) > 1", "aggregates are not allowed in WHERE", "COUNT"),
+    (f"SELECT plug_id FROM {HOP} HAVING value > 1", "HAVING needs GROUP BY", "value"),
+    (f"SELECT plug_id, SUM(*) AS s FROM {HOP} GROUP BY plug_id", "SUM(*) is not valid", "SUM"),
+    (f"SELECT *, COUNT(*) AS n FROM {HOP} GROUP BY plug_id", "SELECT * cannot be combined", "*"),
+    (f"SELECT plug_id AS a, value AS a FROM {HOP}", "two output columns are named 'a'",
+     "value AS a"),
+    (f"SELECT a.* FROM {HOP} AS a", "qualified * is not supported", "a.*"),
+    ("SELECT * FROM HOP(plugs, ts, INTERVAL '0' SECOND, INTERVAL '1' MINUTE)",
+     "slide and size must be positive", "'0'"),
+    (f"SELECT * FROM {HOP} AS a JOIN {HOP} AS b USING (nope)", "USING column 'nope'", "nope"),
 ]
 
 
