@@ -121,7 +121,7 @@ def explain_command(
 
 @app.command("generate")
 def generate_command(
-    directory: Annotated[Path, typer.Argument(help="Where the CSV files go (a landing directory).")],
+    directory: Annotated[Path, typer.Argument(help="Where the files go (a landing directory).")],
     rate: Annotated[float, typer.Option(help="Arrival rate, tuples/s.")] = 4250.0,
     duration: Annotated[float, typer.Option(help="Event time to generate, seconds.")] = 360.0,
     file_seconds: Annotated[float, typer.Option(
