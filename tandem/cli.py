@@ -548,7 +548,7 @@ def steps(what: str):
 def calibrate_command(
     out: Annotated[Path, typer.Option(help="Where the profile goes (the default one of explain and run).")] = Path(".tandem/profile.toml"),
 ) -> None:
-    """Measure the cost model's unit costs on this machine (about 4 minutes) and write a profile."""
+    """Measure the cost model's unit costs on this machine (about 6 minutes) and write a profile."""
     from benchmarking.calibrate import calibrate
 
     with steps("calibrating") as step, user_errors():
@@ -565,7 +565,7 @@ def calibrate_command(
 
 @app.command("bench")
 def bench_command(
-    quick: Annotated[bool, typer.Option(help="Q1 and Q5 at 2k and 20k tuples/s, the four main plans (under 10 min).")] = False,
+    quick: Annotated[bool, typer.Option(help="Q1 and Q5 at 2k and 20k tuples/s, the four main plans (about 6 min).")] = False,
     queries: Annotated[str, typer.Option(help="Comma-separated queries.")] = "q1,q2,q3,q4,q5,q6",
     rates: Annotated[str, typer.Option(help="Comma-separated rates, tuples/s; the sweep doubles past them until every plan is infeasible.")] = "1000,2000,5000,10000,20000,40000",
     others: Annotated[int, typer.Option(help="Other plans of phase two's space sampled per point.")] = 2,
