@@ -15,6 +15,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/tandem explain q1 --rate 20000 --exhaustive
 	$(BIN)/tandem run q1 --rate 2000 --duration 360
+	$(BIN)/tandem results q1 --windows 1 --limit 10
 
 airflow: $(STAMP)
 	$(BIN)/tandem airflow
