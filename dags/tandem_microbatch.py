@@ -1,5 +1,5 @@
 """Keep the scheduled queries up to date over their landing directories: one DAG per query that
-the configuration lists (tandem.toml's ``[schedule.<query>]``, ``TANDEM_SCHEDULE``; by default
+the configuration lists (``TANDEM_SCHEDULE``, tandem.toml's ``[schedule.<query>]``; by default
 the correlated aggregations Q1 and Q2), on its cron (every five minutes by default) or as soon as
 a producer updates its landing directory's Asset. Great Expectations validates the files that
 landed (failing rows to the quarantine), then the query reads them (Spark availableNow, exactly

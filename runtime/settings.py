@@ -92,15 +92,16 @@ class Schedule:
 
 
 def schedules() -> list[Schedule]:
-    """tandem.toml's ``[schedule.<query>]`` tables (each with an optional ``landing`` and
-    ``cron``), else the queries ``TANDEM_SCHEDULE`` lists (comma-separated), else Q1 and Q2;
-    over the landing directory (``landing_dir``) and every five minutes unless a table says
-    otherwise."""
-    tables = _config().get("schedule")
-    if tables is None:
-        listed = os.environ.get("TANDEM_SCHEDULE")
-        names = [q.strip() for q in listed.split(",") if q.strip()] if listed else SCHEDULED
-        tables = {q: {} for q in names}
+    """The queries the micro-batch DAGs keep up to date, by the precedence above: those
+    ``TANDEM_SCHEDULE`` lists (comma-separated), else those of tandem.toml's
+    ``[schedule.<query>]`` tables, else Q1 and Q2. A query's table gives its ``landing`` and
+    ``cron``; without them it reads the landing directory (``landing_dir``) every five
+    minutes."""
+    tables = _config().get("schedule", {})
+    listed = os.environ.get("TANDEM_SCHEDULE")
+    names = ([q.strip() for q in listed.split(",") if q.strip()] if listed
+             else list(tables) or SCHEDULED)
+    tables = {q: tables.get(q, {}) for q in names}
     found = []
     for query, table in tables.items():
         if not isinstance(table, dict) or set(table) - {"landing", "cron"}:

@@ -47,16 +47,18 @@ def test_a_query_is_found_in_the_folder_then_in_the_repository(here, monkeypatch
         settings.query_path("q9")
 
 
-def test_schedules_from_tandem_toml_then_the_variable_then_q1_and_q2(here, monkeypatch):
+def test_schedules_from_the_variable_then_tandem_toml_then_q1_and_q2(here, monkeypatch):
     assert [(s.query, s.landing, s.cron) for s in settings.schedules()] == [
         ("q1", settings.landing_dir(), "*/5 * * * *"), ("q2", settings.landing_dir(), "*/5 * * * *")]
-    monkeypatch.setenv("TANDEM_SCHEDULE", "q3, q5")
-    assert [s.query for s in settings.schedules()] == ["q3", "q5"]
     (here / "tandem.toml").write_text('[schedule.q4]\nlanding = "in"\ncron = "@hourly"\n'
                                       '[schedule.q6]\nlanding = "in"\n')
     assert [(s.query, s.landing, s.cron) for s in settings.schedules()] == [
         ("q4", Path("in"), "@hourly"), ("q6", Path("in"), "*/5 * * * *")]
     assert settings.scheduled_by_landing() == {Path("in"): ["q4", "q6"]}
+    # The variable chooses the queries; a query's table still gives its landing and cron.
+    monkeypatch.setenv("TANDEM_SCHEDULE", "q4, q5")
+    assert [(s.query, s.landing, s.cron) for s in settings.schedules()] == [
+        ("q4", Path("in"), "@hourly"), ("q5", settings.landing_dir(), "*/5 * * * *")]
 
 
 @pytest.mark.parametrize("config, refusal", [
