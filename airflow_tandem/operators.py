@@ -13,7 +13,6 @@ from pathlib import Path
 from airflow.sdk import BaseOperator
 
 from airflow_tandem.server import DUCKDB_POOL
-from optimizer.errors import TandemError
 from runtime import settings
 
 
@@ -40,10 +39,10 @@ def landing_asset(landing: Path):
     for the default landing directory (docs/operations.md), else named by its URI."""
     from airflow.sdk import Asset
 
-    uri = f"file://{Path(landing).resolve()}"
-    if Path(landing).resolve() == settings.landing_dir().resolve():
-        return Asset(name="tandem_landing", uri=uri)
-    return Asset(uri=uri)
+    resolved = Path(landing).resolve()
+    if resolved == settings.landing_dir().resolve():
+        return Asset(name="tandem_landing", uri=f"file://{resolved}")
+    return Asset(uri=f"file://{resolved}")
 
 
 def _number(value) -> float | None:
@@ -105,12 +104,10 @@ class RunQueryOperator(StoreOperator):
                        lateness=_number(self.lateness), store=settings.store_path(),
                        steps=parse_steps(self.steps or ""), source=self.source or "generator")
         if str(self.adaptive).lower() in ("true", "1"):
-            if spec.source != "generator":
-                raise TandemError("an adaptive run reads the generator: a landing directory's "
-                                  "stream cannot be read again from an event time")
             adapted = run_adaptive(spec.query, placement=spec.placement, rate=spec.rate,
                                    duration=spec.duration, batch=spec.batch,
-                                   lateness=spec.lateness, store=spec.store, steps=spec.steps)
+                                   lateness=spec.lateness, store=spec.store, steps=spec.steps,
+                                   source=spec.source)
             return {**adapted.combined().to_json(),
                     "migrations": [m.to_json() for m in adapted.migrations]}
         return run(spec).to_json()

@@ -38,6 +38,10 @@ class Refused(TandemError):
     """A statement the console does not run, with the reason in words."""
 
 
+class NoSuchTable(Refused):
+    """The statement reads a table (or schema) the store does not hold."""
+
+
 @dataclass(frozen=True)
 class Answer:
     columns: list[str]
@@ -82,8 +86,8 @@ def read_only_query(store: str | Path, sql: str, limit: int = ROW_LIMIT,
         con = connect(str(store), read_only=True, config=CONSOLE_CONFIG)
     except duckdb.IOException as err:
         raise Refused(busy(store, err)) from None
-    deadline = threading.Timer(timeout or 0, con.interrupt)
-    if timeout:
+    deadline = threading.Timer(timeout, con.interrupt) if timeout else None
+    if deadline:
         deadline.start()
     try:
         relation = con.sql(sql)
@@ -95,9 +99,11 @@ def read_only_query(store: str | Path, sql: str, limit: int = ROW_LIMIT,
     except duckdb.PermissionException as err:
         raise Refused(f"refused by DuckDB: {str(err).splitlines()[0]}") from None
     except duckdb.Error as err:
-        raise Refused(f"{type(err).__name__}: {str(err).splitlines()[0]}") from None
+        kind = NoSuchTable if isinstance(err, duckdb.CatalogException) else Refused
+        raise kind(f"{type(err).__name__}: {str(err).splitlines()[0]}") from None
     finally:
-        deadline.cancel()
+        if deadline:
+            deadline.cancel()
         con.close()
     return Answer(columns, rows[:limit], len(rows) > limit)
 
@@ -117,11 +123,9 @@ def latest_results(store: str | Path, query: str, windows: int, limit: int = ROW
     last ``windows`` window_ends."""
     try:
         return read_only_query(store, latest_windows(query, windows), limit, timeout)
-    except Refused as refusal:
-        if str(refusal).startswith("CatalogException"):
-            raise Refused(f"{store} holds no results of {query}: run it first (tandem run "
-                          f"{query})") from None
-        raise
+    except NoSuchTable:
+        raise Refused(f"{store} holds no results of {query}: run it first (tandem run "
+                      f"{query})") from None
 
 
 def explain_fragment(fragment: Fragment, types: dict[str, str]) -> str:

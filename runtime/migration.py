@@ -207,6 +207,14 @@ def plan_name(name: str, number: int) -> str:
     return name if number == 0 else f"{name}__plan{number}"
 
 
+def refuse_unreplayable(source: str) -> None:
+    """An adaptive run migrates by reading its stream again from an event time (Zhu's
+    strategies replay it): only the generator's stream can be."""
+    if source != "generator":
+        raise TandemError("an adaptive run reads the generator: a landing directory's stream "
+                          "cannot be read again from an event time")
+
+
 def run_adaptive(query: str, *, rate: float, duration: float, batch: float | None = None,
                  steps: tuple[tuple[float, float], ...] = (), placement: str = "auto",
                  adaptive: bool = True, migrate_at: list[tuple[float, str, str]] | None = None,
@@ -214,7 +222,7 @@ def run_adaptive(query: str, *, rate: float, duration: float, batch: float | Non
                  profile: str | None = None, lateness: float | None = None,
                  topology: dict | None = None, margin: float = 0.2, horizon: float = 600.0,
                  name: str | None = None, strategies: tuple[str, ...] = STRATEGIES,
-                 resume: bool = False,
+                 resume: bool = False, source: str = "generator",
                  on_batch: Callable[[BatchReport], None] | None = None,
                  on_migration: Callable[[Migration], None] | None = None) -> AdaptiveSummary:
     """Run ``query`` over the generated stream (``rate`` tuples/s, with rate ``steps``),
@@ -226,7 +234,9 @@ def run_adaptive(query: str, *, rate: float, duration: float, batch: float | Non
     ``strategies``: those the adaptive rule chooses from, by their predicted work.
     ``resume``: continue a run that stopped, in the middle of a migration or not, from the
     plans it recorded (``tandem_log.adaptive_plans``) and their checkpoints; give it the
-    arguments the run was started with."""
+    arguments the run was started with. ``source``: the generator only
+    (``refuse_unreplayable``)."""
+    refuse_unreplayable(source)
     explanation = explain(query, rate=rate, catalog=catalog, profile=profile,
                           placement=placement)
     name = name or explanation.query.stem

@@ -101,9 +101,9 @@ def schedules() -> list[Schedule]:
     listed = os.environ.get("TANDEM_SCHEDULE")
     names = ([q.strip() for q in listed.split(",") if q.strip()] if listed
              else list(tables) or SCHEDULED)
-    tables = {q: tables.get(q, {}) for q in names}
     found = []
-    for query, table in tables.items():
+    for query in names:
+        table = tables.get(query, {})
         if not isinstance(table, dict) or set(table) - {"landing", "cron"}:
             raise TandemError(f"{CONFIG_FILE}: [schedule.{query}] takes landing and cron only")
         cron = str(table.get("cron", EVERY_FIVE_MINUTES))

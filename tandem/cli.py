@@ -180,7 +180,7 @@ def run_command(
     migrate_at: Annotated[list[str] | None, typer.Option(help="With --adaptive: migrate once the stream passes SECOND of event time, SECOND:PLACEMENT:ms|pt (300:duckdb:pt); repeat it for more.")] = None,
 ) -> None:
     """Optimise QUERY (unless --placement forces a plan), deploy it on Spark and DuckDB, run it."""
-    from runtime.migration import parse_migrate_at, run_adaptive
+    from runtime.migration import parse_migrate_at, refuse_unreplayable, run_adaptive
     from runtime.run import by_rule, landing_format, run  # imports Spark: only to run
     from runtime.settings import spark_log_path, store_path
     from runtime.spec import RunSpec
@@ -192,9 +192,8 @@ def run_command(
             rate_steps = parse_steps(steps)
         except ValueError as err:
             raise TandemError(f"--steps: {err}") from None
-        if adaptive and source != "generator":
-            raise TandemError("--adaptive runs over the generator: a landing directory's "
-                              "stream cannot be read again from an event time")
+        if adaptive:
+            refuse_unreplayable(source)  # before the plan is shown
         if migrate_at and not adaptive:
             raise TandemError("--migrate-at migrates an adaptive run: give --adaptive too")
         forced = [parse_migrate_at(m) for m in migrate_at or []]
