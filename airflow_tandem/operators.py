@@ -154,18 +154,20 @@ class MicroBatchOperator(StoreOperator):
 class ValidateLandingOperator(StoreOperator):
     """Great Expectations' input suite over the files that landed since the last validation,
     before Spark reads them; failing rows go to the landing quarantine (``runtime.validation``).
-    The task succeeds with bad rows quarantined: they are accounted for, not lost."""
+    The task succeeds with bad rows quarantined: they are accounted for, not lost. The suite
+    is that of the stream ``query`` reads (else ``runtime.validation.landing_stream``'s)."""
 
     template_fields = ("landing",)
 
-    def __init__(self, *, landing: str | None = None, **kwargs):
+    def __init__(self, *, landing: str | None = None, query: str | None = None, **kwargs):
         super().__init__(**kwargs)
-        self.landing = landing
+        self.landing, self.query = landing, query
 
     def execute(self, context) -> dict:
         from runtime.validation import validate_landed
 
-        report = validate_landed(self.landing or settings.landing_dir(), settings.store_path())
+        report = validate_landed(self.landing or settings.landing_dir(), settings.store_path(),
+                                 query=self.query)
         for f in report:
             self.log.info("%s: %d rows, %d quarantined %s", f.file, f.rows,
                           f.quarantined.total, dict(f.quarantined.rules) or "")

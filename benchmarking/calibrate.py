@@ -40,14 +40,13 @@ from benchmarking.measure import capacity
 from columnar.fragment_sql import fragments
 from columnar.store import ColumnarStore
 from optimizer import load_catalog, load_profile, optimize
-from optimizer.catalog import DEFAULT_TIME_DISTANCE
 from optimizer.profile import DEFAULT_PROFILE, Profile
 from rowstream.mig import EPOCH
 from rowstream.relations import utc_instants
 from runtime import settings
 from runtime.explain import Explanation
 from runtime.run import scratch
-from workload.smart_plugs import DEBS_START, SmartPlugs
+from workload.smart_plugs import DEBS_START, PLUGS_STREAM, SmartPlugs
 
 Key = tuple[str, str, str]  # (engine, function, coefficient)
 KEYS = "house_id, household_id, plug_id, window_end"
@@ -172,8 +171,7 @@ def _gateway(spark, rate: float, seconds: int, file_format: str = "parquet") -> 
     in the parse, which every job repeats."""
     import polars as pl
 
-    from rowstream.gateway import COLUMNS
-    from rowstream.native import JUDGED, admit_batch, native_stream
+    from rowstream.native import admit_batch, judged_columns, native_stream
 
     rows: list[dict] = []
     left: list[float] = []  # when the last micro-batch's jobs ended
@@ -185,8 +183,8 @@ def _gateway(spark, rate: float, seconds: int, file_format: str = "parquet") -> 
         # "read" moves every row to the MIG and judges it, as the native gateway does; the
         # others differ from "scan" only in what they move.
         row["read"] = _time(lambda: admit_batch(
-            pl.from_arrow(batch.select(*JUDGED).toArrow()), high_water=None,
-            lateness=0.0, slide=1.0, time_distance=DEFAULT_TIME_DISTANCE))
+            pl.from_arrow(batch.select(*judged_columns(PLUGS_STREAM)).toArrow()), PLUGS_STREAM,
+            high_water=None, lateness=0.0, slide=1.0))
         if file_format == "parquet":
             none = "plug_id < 0"
             row["scan"] = _time(lambda: batch.where(none).toArrow())
@@ -196,7 +194,7 @@ def _gateway(spark, rate: float, seconds: int, file_format: str = "parquet") -> 
                 .where("k < 0").toArrow())
             moved = {}
             row["transfer"] = _time(lambda: moved.update(n=store.append(
-                "calibrate", "rows", batch.where("property = 1").select(*COLUMNS).toArrow(),
+                "calibrate", "rows", batch.where("property = 1").select(*PLUGS_STREAM.names).toArrow(),
                 batch_id)))
             row["moved"] = moved["n"]
         if row["tuples"]:
@@ -208,7 +206,7 @@ def _gateway(spark, rate: float, seconds: int, file_format: str = "parquet") -> 
         SmartPlugs(rate=rate).write_files(landing, seconds + 1, 1.0, file_format=file_format)
         with ColumnarStore(Path(tmp) / "c.duckdb") as store:
             store.create("calibrate", fresh=True)
-            query = (native_stream(spark, str(landing)).writeStream.foreachBatch(each)
+            query = (native_stream(spark, PLUGS_STREAM, str(landing)).writeStream.foreachBatch(each)
                      .trigger(availableNow=True)
                      .option("checkpointLocation", str(Path(tmp) / "checkpoint")).start())
             try:

@@ -7,7 +7,8 @@ import itertools
 import random
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import polars as pl
@@ -18,9 +19,19 @@ from optimizer.cost import PARTITIONED
 from optimizer.errors import TandemError
 from optimizer.optimizer import placement_spec
 from optimizer.phase_two import ENGINES, allowed_engines, valid
+from rowstream.eventtime import EPOCH, admit, watermark
+from rowstream.landing import landed_files, read_landed
 from runtime.explain import explain
-from runtime.run import run, scratch
+from runtime.run import (
+    catalog_streams,
+    default_lateness,
+    read_from,
+    run,
+    scratch,
+    stream_schema,
+)
 from runtime.spec import RunSpec
+from workload.schema import StreamSchema
 from workload.smart_plugs import SmartPlugs
 
 # A small stream that fills and slides 5-minute windows: six plugs, each reporting every 4 s.
@@ -68,12 +79,25 @@ def verify(query: str, how: str = "all", *, rate: float = 3.0, duration: float =
            batch: float = 50.0, catalog: str | None = None, profile: str | None = None,
            parallel: int = 1, done: Iterable[dict[str, str]] = (),
            on_outcome: Callable[[Outcome], None] | None = None,
-           lateness: float | None = None) -> list[Outcome]:
+           lateness: float | None = None, source: str | None = None) -> list[Outcome]:
     """Run ``query`` under the placements (but those ``done`` before) and compare each run's
-    rows with the reference. ``parallel`` runs that many placements at once, as concurrent Spark
-    queries of one session (each micro-batch waits on more than the two cores)."""
-    stream = pl.from_arrow(SmartPlugs(rate=rate, **SMALL).between(0, duration))
-    truth = reference.Evaluator({"plugs": stream})
+    rows with the reference. The stream is the generator's small one (``rate``, ``duration``)
+    where the query reads the smart plugs and no ``source`` is given, else the files of the
+    landing directory ``source`` (by default its catalog entry's ``landing``). ``parallel``
+    runs that many placements at once, as concurrent Spark queries of one session (each
+    micro-batch waits on more than the two cores)."""
+    explanation = explain(query, rate=rate, catalog=catalog, profile=profile)
+    schema = stream_schema(explanation)
+    spec = read_from(RunSpec(query, rate=rate, duration=duration, batch=batch, topology=SMALL,
+                             source=source or "generator", lateness=lateness),
+                     schema, explanation)
+    if spec.generated:
+        stream = pl.from_arrow(SmartPlugs(rate=rate, **SMALL).between(0, duration))
+        truth, last_end = reference.Evaluator({schema.name: stream}), None
+    else:
+        truth, last_end = landed_truth(spec.source, schema, spec.lateness if spec.lateness
+                                       is not None else default_lateness(
+                                           catalog_streams(explanation)), explanation)
 
     def one(placement: dict[str, str]) -> Outcome:
         plan = explain(query, rate=rate, catalog=catalog, profile=profile,
@@ -81,16 +105,17 @@ def verify(query: str, how: str = "all", *, rate: float = 3.0, duration: float =
         root = plan.optimization.logical.root
         with scratch("tandem-verify-") as tmp:
             try:
-                run(RunSpec(query, rate=rate, duration=duration, batch=batch, topology=SMALL,
-                            store=Path(tmp) / "verify.duckdb",
-                            checkpoint=Path(tmp) / "checkpoint", lateness=lateness),
-                    explanation=plan)
+                run(replace(spec, store=Path(tmp) / "verify.duckdb",
+                            checkpoint=Path(tmp) / "checkpoint"), explanation=plan)
             except TandemError as err:
                 outcome = Outcome(placement, "failed", 0, str(err))
             else:
                 with ColumnarStore(Path(tmp) / "verify.duckdb") as store:
                     got = pl.from_arrow(store.results(plan.query.stem)).select(root.columns)
-                outcome = compare(placement, got, truth.result(root))
+                want = truth.result(root)
+                if last_end is not None:
+                    want = want.filter(pl.col("window_end") <= last_end)
+                outcome = compare(placement, got, want)
         if on_outcome:
             on_outcome(outcome)
         return outcome
@@ -100,6 +125,24 @@ def verify(query: str, how: str = "all", *, rate: float = 3.0, duration: float =
               if p not in done]
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
         return list(pool.map(one, chosen))
+
+
+def landed_truth(directory: str, schema: StreamSchema, lateness: float,
+                 explanation) -> tuple[reference.Evaluator, datetime | None]:
+    """The reference over a landing directory's files: the rows the input suite and the
+    lateness rule admit, file by file in landing order as a run reads them, and the last
+    window_end a run evaluates (a directory has no end: as far as its watermark,
+    ``rowstream/eventtime.py``)."""
+    slide = explanation.optimization.logical.root.slide
+    admitted, high_water = [], None
+    for name in landed_files(directory):
+        rows, high_water = admit(read_landed(Path(directory) / name, schema), high_water,
+                                 lateness, slide, schema.time_column)
+        admitted.append(rows.filter(pl.col("reason").is_null()).select(schema.names))
+    stream = pl.concat(admitted) if admitted else pl.DataFrame(schema=schema.polars)
+    mark = watermark(high_water, lateness)
+    last_end = None if mark is None else EPOCH + timedelta(microseconds=mark)
+    return reference.Evaluator({schema.name: stream}), last_end
 
 
 def compare(placement: dict[str, str], got: pl.DataFrame, want: pl.DataFrame) -> Outcome:

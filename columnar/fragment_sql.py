@@ -42,6 +42,7 @@ from optimizer.cost import DUCKDB
 from optimizer.deployment import Deployment
 from optimizer.logical import (
     WINDOW_COLUMNS,
+    AggCall,
     Aggregate,
     Join,
     LogicalPlan,
@@ -275,7 +276,7 @@ def _combine_panes(node: Aggregate, panes: FragmentInput) -> exp.Expression:
             elif a.func == "COUNT":
                 value = exp.cast(exp.func("SUM", exp.column(f"_{c}", "p")), "BIGINT")
             else:
-                value = exp.func(a.func, exp.column(f"_{c}", "p"))
+                value = _typed(a, exp.func(a.func, exp.column(f"_{c}", "p")))
             select.append(exp.alias_(value, c))
         else:
             select.append(exp.column(c, "p"))
@@ -339,7 +340,14 @@ class Correlated:
             return exp.cast(present, "BIGINT")
         if func == "AVG":
             return exp.Div(this=exp.func("SUM", exp.func("LIST_SUM", values)), expression=present)
-        return exp.func(func, exp.func(f"LIST_{func}", values))
+        call = next(a for a in self.node.aggregates if a.name == name)
+        return _typed(call, exp.func(func, exp.func(f"LIST_{func}", values)))
+
+
+def _typed(call: AggCall, value: exp.Expression) -> exp.Expression:
+    """An aggregate's value in Spark's type: DuckDB sums integers into a HUGEINT, Spark into a
+    BIGINT."""
+    return exp.cast(value, "BIGINT") if call.func == "SUM" and call.integer else value
 
 
 def _list_func(name: str, items: exp.Expression, body: exp.Expression) -> exp.Expression:
@@ -496,7 +504,7 @@ def _operator_sql(node: Node, children: list[str]) -> exp.Expression:
             if c in aggs:
                 a = aggs[c]
                 arg = exp.Star() if a.arg is None else a.arg.copy()
-                select.append(exp.alias_(exp.func(a.func, arg), c))
+                select.append(exp.alias_(_typed(a, exp.func(a.func, arg)), c))
             else:
                 select.append(exp.column(c))
         return (exp.select(*select).from_(children[0])

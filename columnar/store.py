@@ -416,8 +416,9 @@ class ColumnarStore:
                    batch_id: int | None = None, target: str | None = None) -> None:
         """Put rows in the quarantine (``tandem_log.quarantine``): those the gateway of the run
         ``query`` found in micro-batch ``batch_id``, or those Great Expectations' landing
-        validation found in the file ``target``. ``rows``: the stream's columns, ``rule``,
-        ``reason`` and ``origin``. Writing a batch or a file again replaces its rows: a replayed
+        validation found in the file ``target``. ``rows``: ``stream``, ``ts`` (the row's event
+        time, where it has one), ``row`` (its columns as JSON), ``rule``, ``reason`` and
+        ``origin`` (``rowstream.gateway.QUARANTINE_TABLE``), whatever the stream. Writing a batch or a file again replaces its rows: a replayed
         batch or a file validated again does not add them twice."""
         table = f"{LOG_SCHEMA}.{QUARANTINE}"
         keys = {"query": query, "batch_id": batch_id, "target": target}
@@ -439,8 +440,11 @@ class ColumnarStore:
 
     def _upgrade_quarantine(self) -> None:
         """A store written before the gateways shared the quarantine has it from the landing
-        validation alone, without the columns that say which run found a row."""
-        for column, kind in (("query", "VARCHAR"), ("batch_id", "BIGINT"), ("target", "VARCHAR")):
+        validation alone, without the columns that say which run found a row; one written
+        before streams were declared in the catalog has the plugs' columns, not the row as
+        JSON (its old rows keep them)."""
+        for column, kind in (("query", "VARCHAR"), ("batch_id", "BIGINT"), ("target", "VARCHAR"),
+                             ("stream", "VARCHAR"), ("row", "VARCHAR")):
             self._run(f"ALTER TABLE {LOG_SCHEMA}.{QUARANTINE} ADD COLUMN IF NOT EXISTS "
                       f"{column} {kind}")
 

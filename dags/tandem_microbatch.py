@@ -36,7 +36,8 @@ for schedule in settings.schedules():
         params={"lateness": lateness_param()},
     ):
         landing = str(schedule.landing)
-        (ValidateLandingOperator(task_id="validate_landing", landing=landing)
+        (ValidateLandingOperator(task_id="validate_landing", landing=landing,
+                                 query=schedule.query)
          >> MicroBatchOperator(task_id="microbatch", query=schedule.query, landing=landing,
                                lateness="{{ params.lateness }}", outlets=[results])
          >> ValidateOperator(task_id="validate", query=schedule.query, microbatch=True))

@@ -4,6 +4,7 @@ predicate selectivities), read from a TOML catalog such as ``queries/catalog.tom
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 
 from optimizer.errors import CatalogError
@@ -29,6 +30,27 @@ DEFAULT_TIME_DISTANCE = 86_400.0
 # How a stream's files land, which prices Spark's gateway (optimizer/cost.py): Parquet carries
 # typed columns, CSV lines Spark parses one by one (rowstream/native.py).
 FILE_FORMATS = ("csv", "parquet")
+# The column types a stream may declare, by the name the catalog may give them. Every engine
+# reads them alike: Spark's, DuckDB's and Arrow's types of these names agree (workload/schema.py).
+TYPES = {"BIGINT": "BIGINT", "INT8": "BIGINT", "LONG": "BIGINT",
+         "INTEGER": "INTEGER", "INT": "INTEGER", "INT4": "INTEGER",
+         "SMALLINT": "SMALLINT", "INT2": "SMALLINT", "SHORT": "SMALLINT",
+         "DOUBLE": "DOUBLE", "FLOAT8": "DOUBLE", "REAL": "REAL", "FLOAT": "REAL", "FLOAT4": "REAL",
+         "BOOLEAN": "BOOLEAN", "BOOL": "BOOLEAN",
+         "VARCHAR": "VARCHAR", "STRING": "VARCHAR", "TEXT": "VARCHAR",
+         "TIMESTAMP": "TIMESTAMP"}
+
+
+@dataclass(frozen=True)
+class Expectations:
+    """What a valid row of a stream is, as its catalog entry declares it (``[streams.<name>.
+    expect]``): the input suite is built from it (``rowstream/expectations.py``). Every value
+    of a column must parse as its type; beyond that:"""
+
+    not_null: tuple[str, ...] = ()  # columns every row must have
+    ranges: tuple[tuple[str, float | None, float | None], ...] = ()  # column, min, max (inclusive)
+    sets: tuple[tuple[str, tuple], ...] = ()  # column, the values it may take
+    unique: tuple[tuple[str, ...], ...] = ()  # column sets no two rows of one file share
 
 
 @dataclass(frozen=True)
@@ -41,6 +63,17 @@ class Stream:
     lateness: float = DEFAULT_LATENESS  # allowed lateness L, seconds (rowstream/eventtime.py)
     time_distance: float = DEFAULT_TIME_DISTANCE  # seconds; the input suite's timestamp range
     file_format: str = "parquet"  # one of FILE_FORMATS
+    key: tuple[str, ...] = ()  # the columns that name what a row is about (a plug, a station)
+    landing: str | None = None  # the directory its files land in, relative to the catalog's
+    expect: Expectations = Expectations()
+    # The header a CSV file of the stream has, one name per column (DEBS 2014 calls the
+    # plugs' ts "timestamp"); by default the column names.
+    csv_header: tuple[str, ...] = ()
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The names of a CSV line's fields, in the order of the columns."""
+        return self.csv_header or tuple(self.columns)
 
 
 @dataclass(frozen=True)
@@ -104,24 +137,8 @@ def load_catalog(path: str | Path) -> Catalog:
 def parse_catalog(raw: dict, source: str = "<memory>") -> Catalog:
     streams = {}
     for name, spec in raw.get("streams", {}).items():
-        try:
-            columns = {str(c).lower(): str(t).upper() for c, t in spec["columns"].items()}
-            time_column = str(spec.get("time_column", "ts")).lower()
-            rate = float(spec["rate"])
-            lateness = float(spec.get("lateness", DEFAULT_LATENESS))
-            time_distance = float(spec.get("time_distance", DEFAULT_TIME_DISTANCE))
-            file_format = str(spec.get("file_format", "parquet")).lower()
-        except (KeyError, TypeError, ValueError) as err:
-            raise CatalogError(f"{source}: stream {name!r} needs columns and rate ({err})") from None
-        if lateness < 0 or time_distance <= 0:
-            raise CatalogError(f"{source}: stream {name!r} needs a lateness of 0 s or more and "
-                               "a positive time_distance")
-        _check_format(file_format, source, f"stream {name!r}")
-        if time_column not in columns:
-            raise CatalogError(f"{source}: stream {name!r} has no time column {time_column!r}")
-        distinct = {column_set_key(k.lower()): float(v) for k, v in spec.get("distinct", {}).items()}
-        streams[name.lower()] = Stream(name.lower(), time_column, columns, rate, distinct, lateness,
-                                       time_distance, file_format)
+        stream = _parse_stream(name.lower(), spec, source, Path(source).parent)
+        streams[stream.name] = stream
     selectivity = {}
     for text, value in raw.get("selectivity", {}).items():
         if not 0 <= float(value) <= 1:
@@ -130,3 +147,103 @@ def parse_catalog(raw: dict, source: str = "<memory>") -> Catalog:
     if not streams:
         raise CatalogError(f"{source}: no [streams.*] tables")
     return Catalog(streams, selectivity, source)
+
+
+def _parse_stream(name: str, spec: dict, source: str, base: Path) -> Stream:
+    def fail(why: str) -> CatalogError:
+        return CatalogError(f"{source}: stream {name!r} {why}")
+
+    try:
+        declared = {str(c).lower(): str(t).upper() for c, t in spec["columns"].items()}
+        time_column = str(spec.get("time_column", "ts")).lower()
+        rate = float(spec["rate"])
+        lateness = float(spec.get("lateness", DEFAULT_LATENESS))
+        time_distance = float(spec.get("time_distance", DEFAULT_TIME_DISTANCE))
+        file_format = str(spec.get("file_format", "parquet")).lower()
+        key = tuple(str(c).lower() for c in spec.get("key", ()))
+        csv_header = tuple(str(c).lower() for c in spec.get("csv_header", ()))
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise fail(f"needs columns and rate ({err})") from None
+    if lateness < 0 or time_distance <= 0:
+        raise fail("needs a lateness of 0 s or more and a positive time_distance")
+    _check_format(file_format, source, f"stream {name!r}")
+    if unknown := {c: t for c, t in declared.items() if t not in TYPES}:
+        column, kind = next(iter(unknown.items()))
+        raise fail(f"declares {column} as {kind}: give one of {', '.join(sorted(set(TYPES.values())))}")
+    columns = {c: TYPES[t] for c, t in declared.items()}
+    if time_column not in columns:
+        raise fail(f"has no time column {time_column!r}")
+    if columns[time_column] != "TIMESTAMP":
+        raise fail(f"has a time column {time_column!r} of type {columns[time_column]}: "
+                   "declare it TIMESTAMP")
+    _check_columns(key, columns, fail, "key")
+    if csv_header and len(csv_header) != len(columns):
+        raise fail(f"has {len(columns)} columns and a csv_header of {len(csv_header)} names")
+    distinct = {column_set_key(k.lower()): float(v) for k, v in spec.get("distinct", {}).items()}
+    landing = spec.get("landing")
+    if landing is not None:
+        landing = str(landing if Path(landing).is_absolute() or source.startswith("<")
+                      else base / landing)
+    return Stream(name, time_column, columns, rate, distinct, lateness, time_distance,
+                  file_format, key, landing, _parse_expect(spec.get("expect", {}), columns, fail),
+                  csv_header)
+
+
+def _check_columns(names, columns: dict[str, str], fail, what: str) -> None:
+    for c in names:
+        if c not in columns:
+            raise fail(f"names {c!r} in {what}, which is not one of its columns "
+                       f"({', '.join(columns)})")
+
+
+def _parse_expect(raw: dict, columns: dict[str, str], fail) -> Expectations:
+    """``not_null = [...]``, ``unique = [...]`` (a column or a list of columns), ``range.<c> =
+    {min, max}`` (or ``[min, max]``) and ``set.<c> = [...]``."""
+    if unknown := set(raw) - {"not_null", "range", "set", "unique"}:
+        raise fail(f"has expectations it cannot check ({', '.join(sorted(unknown))}): "
+                   "give not_null, range, set or unique")
+    not_null = tuple(str(c).lower() for c in raw.get("not_null", ()))
+    _check_columns(not_null, columns, fail, "expect.not_null")
+    unique = tuple((str(u).lower(),) if isinstance(u, str) else tuple(str(c).lower() for c in u)
+                   for u in raw.get("unique", ()))
+    _check_columns([c for u in unique for c in u], columns, fail, "expect.unique")
+    ranges = []
+    for c, bounds in raw.get("range", {}).items():
+        c = c.lower()
+        _check_columns([c], columns, fail, "expect.range")
+        if isinstance(bounds, list | tuple) and len(bounds) == 2:
+            bounds = {"min": bounds[0], "max": bounds[1]}
+        if not isinstance(bounds, dict) or not set(bounds) <= {"min", "max"} or not bounds:
+            raise fail(f"gives expect.range.{c} as {bounds!r}: give {{ min = .., max = .. }}")
+        if columns[c] in ("VARCHAR", "BOOLEAN"):
+            raise fail(f"gives a range to {c}, a {columns[c]} column: give a set")
+        try:
+            low, high = (None if bounds.get(b) is None else _bound(bounds[b], columns[c])
+                         for b in ("min", "max"))
+        except (TypeError, ValueError):
+            raise fail(f"gives expect.range.{c} bounds that are not {columns[c]} values: "
+                       f"{bounds!r}") from None
+        ranges.append((c, low, high))
+    sets = []
+    for c, values in raw.get("set", {}).items():
+        c = c.lower()
+        _check_columns([c], columns, fail, "expect.set")
+        if not isinstance(values, list) or not values:
+            raise fail(f"gives expect.set.{c} as {values!r}: give a list of values")
+        kind = {"VARCHAR": str, "BOOLEAN": bool, "DOUBLE": (int, float), "REAL": (int, float)}
+        if columns[c] == "TIMESTAMP" or not all(
+                isinstance(v, kind.get(columns[c], int)) and (columns[c] == "BOOLEAN"
+                                                              or not isinstance(v, bool))
+                for v in values):
+            raise fail(f"gives expect.set.{c} values that are not {columns[c]} values: {values!r}")
+        sets.append((c, tuple(values)))
+    return Expectations(not_null, tuple(ranges), tuple(sets), unique)
+
+
+def _bound(value, kind: str):
+    """A range's bound in its column's type (a timestamp's as given, an ISO 8601 text)."""
+    if kind == "TIMESTAMP":
+        return datetime.fromisoformat(str(value))
+    if isinstance(value, bool):
+        raise TypeError(value)
+    return float(value) if kind in ("DOUBLE", "REAL") else int(value)

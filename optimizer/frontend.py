@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.optimizer.annotate_types import annotate_types
 
 from optimizer.catalog import Catalog
 from optimizer.errors import QueryError
@@ -381,6 +382,14 @@ class _Planner:
 
     # -- aggregation and projection ---------------------------------------------------------
 
+    def _integer(self, arg: exp.Expression, node: Node) -> bool:
+        """Whether ``arg``, over the rows of ``node``, is an integer by its stream's declared
+        types (an aggregate's output, whose type is not declared, is not known to be one)."""
+        types = {} if node.instantiated else self.catalog.stream(source_window(node).stream).columns
+        typed = arg.transform(lambda n: exp.cast(exp.null(), types[n.name])
+                              if isinstance(n, exp.Column) and n.name in types else n)
+        return annotate_types(typed).type.is_type(*exp.DataType.INTEGER_TYPES)
+
     def aggregate_and_project(self, select: exp.Select, node: Node, scope: _Scope) -> Node:
         group, having = select.args.get("group"), select.args.get("having")
         outputs = select.expressions
@@ -420,7 +429,8 @@ class _Planner:
             for existing in calls:
                 if existing.func == func and existing.arg == arg:
                     return existing.name
-            calls.append(AggCall(alias or f"_agg{len(calls) + 1}", func, arg))
+            calls.append(AggCall(alias or f"_agg{len(calls) + 1}", func, arg,
+                                 arg is not None and self._integer(arg, node)))
             return calls[-1].name
 
         def rewrite(expression: exp.Expression, alias: str | None = None) -> exp.Expression:

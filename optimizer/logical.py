@@ -136,6 +136,8 @@ class AggCall:
     name: str  # output column
     func: str  # one of AGGREGATES
     arg: exp.Expression | None  # None for COUNT(*)
+    # The argument is an integer: its SUM is a BIGINT, as Spark's (DuckDB's would be a HUGEINT).
+    integer: bool = False
 
     @property
     def incremental(self) -> bool:

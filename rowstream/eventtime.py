@@ -33,13 +33,13 @@ def watermark(high_water_us: int | None, lateness: float) -> int | None:
 
 
 def admit(frame: pl.DataFrame, high_water_us: int | None, lateness: float,
-          slide: float) -> tuple[pl.DataFrame, int | None]:
-    """Mark the late rows of a micro-batch (``ts``, ``reason``, ``rule`` columns; rows with a
-    reason are already quarantined) against the high-water mark of the batches before it.
+          slide: float, time_column: str) -> tuple[pl.DataFrame, int | None]:
+    """Mark the late rows of a micro-batch (``time_column``, ``reason``, ``rule`` columns; rows
+    with a reason are already quarantined) against the high-water mark of the batches before it.
     Returns the rows and the high-water mark after the batch."""
     mark = watermark(high_water_us, lateness)
     if mark is not None:
-        ts = pl.col("ts").dt.epoch("us")
+        ts = pl.col(time_column).dt.epoch("us")
         step = round(slide * US)
         first_end = (ts // step + 1) * step  # the earliest window that would hold the row
         late = pl.col("reason").is_null() & (ts <= mark)
@@ -50,6 +50,6 @@ def admit(frame: pl.DataFrame, high_water_us: int | None, lateness: float,
             pl.from_epoch(pl.lit(mark), "us").dt.to_string("%Y-%m-%d %H:%M:%S%.f"))
         frame = frame.with_columns(pl.when(late).then(reason).otherwise("reason").alias("reason"),
                                    pl.when(late).then(pl.lit(LATE)).otherwise("rule").alias("rule"))
-    admitted = frame.filter(pl.col("reason").is_null())["ts"].dt.epoch("us").max()
+    admitted = frame.filter(pl.col("reason").is_null())[time_column].dt.epoch("us").max()
     candidates = [t for t in (high_water_us, admitted) if t is not None]
     return frame, max(candidates) if candidates else None

@@ -8,9 +8,11 @@ list and runs them with Great Expectations in the DAG and in ``tandem validate``
 goes to the quarantine with the ``rule`` of the first expectation it fails, in suite order: the
 expectation's name and column, such as ``expect_column_values_to_be_unique(id)``.
 
-The input suite runs over one landed file at a time, as it landed (``rowstream/landing.py``):
-``fields`` (how many fields the line has), ``raw_<field>`` (each field's text, null when empty)
-and the parsed stream columns (null where the text does not parse). "Within a batch" means
+The input suite of a stream is built from its catalog entry (``input_suite``). It runs over one
+landed file at a time, as it landed (``rowstream/landing.py``): ``fields`` (how many fields the
+line has), ``raw_<field>`` (each field's text, null when empty), the parsed stream columns (null
+where the text does not parse) and, for a column that may be missing, ``unparsed_<field>`` (the
+text that did not parse). "Within a batch" means
 within a file: a micro-batch reads whole files, so the verdict on a row does not depend on how
 files are grouped into micro-batches.
 """
@@ -23,7 +25,19 @@ from datetime import datetime, timedelta
 
 import polars as pl
 
-FIELDS = ("id", "timestamp", "value", "property", "plug_id", "household_id", "house_id")
+from workload.schema import StreamSchema
+
+# A landed frame's columns beside the stream's (rowstream/landing.py): how many fields a line
+# has, each field's text, and a nullable column's text where it did not parse.
+FIELD_COUNT = "fields"
+
+
+def raw(field: str) -> str:
+    return f"raw_{field}"
+
+
+def unparsed(field: str) -> str:
+    return f"unparsed_{field}"
 
 
 @dataclass(frozen=True)
@@ -55,40 +69,74 @@ def _parameter(name: str) -> dict:
     return {"$PARAMETER": name}
 
 
-def _field_column(field: str) -> str:
-    return "ts" if field == "timestamp" else field
+_KIND = {"BIGINT": "an integer", "INTEGER": "an integer", "SMALLINT": "an integer",
+         "DOUBLE": "a number", "REAL": "a number", "BOOLEAN": "true or false",
+         "TIMESTAMP": "a Unix time in seconds"}
 
 
-def _kind(field: str) -> str:
-    return {"timestamp": "a Unix time in seconds", "value": "a finite number"}.get(
-        field, "an integer")
-
-
-INPUT: tuple[Expectation, ...] = (
-    expect("column_values_to_be_in_set", "expected 7 comma-separated fields, found {}",
-           "fields", column="fields", value_set=[len(FIELDS)]),
-    *(expect("column_values_to_not_be_null", f"{f} is missing", column=f"raw_{f}")
-      for f in FIELDS),
+def input_suite(schema: StreamSchema) -> tuple[Expectation, ...]:
+    """The input suite of a stream (its catalog entry's ``expect``, ``optimizer/catalog.py``),
+    in the order its checks apply: the line's shape; the values that must be there; every value
+    parses as its column's type; sets; ranges; the event time near the file's median; and
+    uniqueness within the file. A row's time is never optional."""
+    types, field = schema.types, schema.field_of
+    e = schema.expect
+    required = {*e.not_null, schema.time_column}
+    suite = [expect("column_values_to_be_in_set",
+                    f"expected {len(types)} comma-separated fields, found {{}}", FIELD_COUNT,
+                    column=FIELD_COUNT, value_set=[len(types)])]
+    suite += [expect("column_values_to_not_be_null", f"{field[c]} is missing", column=raw(field[c]))
+              for c in types if c in required]
     # A field that is there but does not parse is null once parsed (NaN counts as null, as in
-    # pandas).
-    *(expect("column_values_to_not_be_null", f"{f} {{}} is not {_kind(f)}", f"raw_{f}",
-             column=_field_column(f)) for f in FIELDS),
-    expect("column_values_to_be_in_set", "property {} is neither 0 (work) nor 1 (load)",
-           "raw_property", column="property", value_set=[0, 1]),
-    expect("column_values_to_be_between", "value {} is negative or infinite", "raw_value",
-           column="value", min_value=0.0, max_value=sys.float_info.max),
-    expect("column_values_to_be_between",
-           "timestamp {} lies more than {distance} s from the file's median event time {median}",
-           "raw_timestamp", column="ts", min_value=_parameter("ts_min"),
-           max_value=_parameter("ts_max")),
-    expect("column_values_to_be_unique", "id {} appears more than once in the file", "raw_id",
-           column="id"),
-)
+    # pandas); a column that may be missing keeps the text that did not parse apart.
+    suite += [expect("column_values_to_not_be_null", f"{field[c]} {{}} is not {_KIND[t]}",
+                     raw(field[c]), column=c) if c in required else
+              expect("column_values_to_be_null", f"{field[c]} {{}} is not {_KIND[t]}",
+                     unparsed(field[c]), column=unparsed(field[c]))
+              for c, t in types.items() if t != "VARCHAR"]
+    suite += [expect("column_values_to_be_in_set",
+                     f"{field[c]} {{}} is not one of {', '.join(map(str, values))}",
+                     raw(field[c]), column=c, value_set=list(values)) for c, values in e.sets]
+    for c, low, high in e.ranges:
+        if types[c] in ("DOUBLE", "REAL"):  # a range of numbers holds no infinity
+            low = -sys.float_info.max if low is None else low
+            high = sys.float_info.max if high is None else high
+        suite.append(expect("column_values_to_be_between", f"{field[c]} {{}} {_outside(low, high)}",
+                            raw(field[c]), column=c, min_value=low, max_value=high))
+    time = field[schema.time_column]
+    suite.append(expect(
+        "column_values_to_be_between",
+        f"{time} {{}} lies more than {{distance}} s from the file's median event time {{median}}",
+        raw(time), column=schema.time_column, min_value=_parameter("ts_min"),
+        max_value=_parameter("ts_max")))
+    for columns in e.unique:
+        names = " and ".join(field[c] for c in columns)
+        suite.append(
+            expect("column_values_to_be_unique", f"{names} {{}} appears more than once in the file",
+                   raw(field[columns[0]]), column=columns[0]) if len(columns) == 1 else
+            expect("compound_columns_to_be_unique",
+                   f"{names} repeat those of another row of the file", column_list=list(columns)))
+    return tuple(suite)
 
 
-def input_parameters(frame: pl.DataFrame, time_distance: float) -> dict:
-    """The suite parameters of one landed file: its timestamps' median ± ``time_distance``."""
-    median = frame.get_column("ts").drop_nulls().sort()
+def _outside(low, high) -> str:
+    """Why a value fails a range, in words."""
+    big = sys.float_info.max
+    if low is not None and high is not None and low > -big and high < big:
+        return f"lies outside [{low:g}, {high:g}]" if isinstance(low, float | int) else \
+            f"lies outside [{low}, {high}]"
+    if low is not None and low > -big:
+        return f"is below {low:g} or infinite" if high == big else f"is below {low}"
+    if high is not None and high < big:
+        return f"is above {high:g} or infinite" if low == -big else f"is above {high}"
+    return "is infinite"
+
+
+def input_parameters(frame: pl.DataFrame, schema: StreamSchema) -> dict:
+    """The suite parameters of one landed file: its event times' median ± the stream's
+    ``time_distance``."""
+    time_distance = schema.time_distance
+    median = frame.get_column(schema.time_column).drop_nulls().sort()
     middle = median[(len(median) - 1) // 2] if len(median) else datetime(1970, 1, 1)
     span = timedelta(seconds=time_distance)
     return {"ts_min": middle - span, "ts_max": middle + span, "median": middle,
@@ -156,6 +204,8 @@ def _failed(e: Expectation, schema: pl.Schema, parameters: dict) -> pl.Expr:
         missing = missing | column.is_nan()
     if e.type == "expect_column_values_to_not_be_null":
         return missing
+    if e.type == "expect_column_values_to_be_null":
+        return ~missing
     if e.type == "expect_column_values_to_be_in_set":
         return ~missing & ~column.is_in(args["value_set"])
     if e.type == "expect_column_values_to_be_between":

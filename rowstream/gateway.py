@@ -1,9 +1,9 @@
 """The gateway: how a stream enters Spark, and how each micro-batch is judged before its rows
 reach DuckDB (docs/design.md, Contracts).
 
-A gateway gives Spark a streaming DataFrame of the stream's rows (``SPARK_SCHEMA``: the stream's
-columns, ``heartbeat`` and, for a row its source already quarantined, ``reason``, ``rule`` and
-``origin``) and, for every micro-batch, a ``Judge``: a function of the batch's stream rows that
+A gateway gives Spark a streaming DataFrame of the stream's rows (``StreamSchema.rows``, from
+the stream's catalog entry: its columns, ``heartbeat`` and, for a row its source already
+quarantined, ``reason``, ``rule`` and ``origin``) and, for every micro-batch, a ``Judge``: a function of the batch's stream rows that
 returns a ``Verdict``, the three things the MIG needs of the batch:
 
 * which rows are admitted (the rest leave every crossing before DuckDB sees them);
@@ -31,29 +31,24 @@ from datetime import datetime
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from rowstream.eventtime import LATE
+from workload.schema import StreamSchema
 
 if TYPE_CHECKING:  # the runs' summaries count the quarantine without starting Spark
     from pyspark.sql import DataFrame, SparkSession
 
-COLUMNS = ("id", "ts", "value", "property", "plug_id", "household_id", "house_id")
-ARROW_SCHEMA = pa.schema([
-    ("id", pa.int64()), ("ts", pa.timestamp("us", tz="UTC")), ("value", pa.float64()),
-    ("property", pa.int32()), ("plug_id", pa.int32()), ("household_id", pa.int32()),
-    ("house_id", pa.int32()), ("heartbeat", pa.bool_()), ("reason", pa.string()),
-    ("rule", pa.string()), ("origin", pa.string())])
-QUARANTINED = pa.schema([f for f in ARROW_SCHEMA if f.name != "heartbeat"])  # a quarantined row
-_QUARANTINE_TABLE = pa.schema([pa.field(f.name, pa.timestamp("us")) if f.name == "ts" else f
-                               for f in QUARANTINED])
 # The MIG's batch holds every relation as a struct column (rowstream/mig.py): the stream's rows
 # with the columns a judge reads, and the rows a source quarantined itself.
 STREAM, QUARANTINE = "stream", "quarantine"
-SPARK_SCHEMA = ("id BIGINT, ts TIMESTAMP, value DOUBLE, property INT, plug_id INT, "
-                "household_id INT, house_id INT, heartbeat BOOLEAN, reason STRING, rule STRING, "
-                "origin STRING")
+# The quarantine table's rows, whatever the stream (columnar/store.py): the row's columns as
+# JSON, as far as they parsed, and its event time, where it has one.
+QUARANTINE_TABLE = pa.schema([("stream", pa.string()), ("ts", pa.timestamp("us")),
+                              ("row", pa.string()), ("reason", pa.string()),
+                              ("rule", pa.string()), ("origin", pa.string())])
 
 
 @dataclass(frozen=True)
@@ -94,46 +89,63 @@ class Verdict:
     """A judged micro-batch (module docstring)."""
 
     admitted: pa.Array | None  # boolean, one per stream row judged; None: every row
-    quarantined: pa.Table  # QUARANTINED
+    quarantined: pa.Table  # StreamSchema.quarantined
     high_water: datetime | None  # after the batch; None where the source keeps it
     files: tuple[str, ...] = ()  # the names of the landed files the rows came from
 
 
+@dataclass(frozen=True)
 class Judge:
     """The judge of a source that judged its rows itself: every row it is given is admitted."""
 
+    schema: StreamSchema
+
     def __call__(self, rows: pa.Table) -> Verdict:
-        return Verdict(None, QUARANTINED.empty_table(), None)
+        return Verdict(None, self.schema.quarantined.empty_table(), None)
 
     def unread(self, read: Iterable[str]) -> pa.Table:
         """The quarantined rows that stand for the batch's files of which no row was read
         (``read``: the names of those that gave rows): Spark's file sources skip a file they
         cannot read."""
-        return QUARANTINED.empty_table()
+        return self.schema.quarantined.empty_table()
 
 
 class Gateway(ABC):
     """How a stream is read (module docstring)."""
 
     name: ClassVar[str]  # as runs report it
-    # The stream's columns a judge reads: the MIG hands them over in the stream's relation.
-    judged: ClassVar[tuple[str, ...]] = ("ts",)
+    schema: StreamSchema  # the stream's, from its catalog entry
+
+    @property
+    def judged(self) -> tuple[str, ...]:
+        """The stream's columns a judge reads: the MIG hands them over in the stream's
+        relation."""
+        return (self.schema.time_column,)
 
     @abstractmethod
     def stream(self, spark: SparkSession) -> DataFrame:
-        """The streaming DataFrame Spark reads (``SPARK_SCHEMA``, and ``judged``)."""
+        """The streaming DataFrame Spark reads (``schema.rows``, and ``judged``)."""
 
     def judge(self, batch_id: int, high_water: datetime | None) -> Judge:
         """The judge of micro-batch ``batch_id`` (the gateway's own numbering, from 0), given the
         high-water mark of the batches before it (the last verdict's)."""
-        return Judge()
+        return Judge(self.schema)
 
 
-def quarantined_rows(*parts: pa.Table) -> pa.Table:
-    """Quarantined rows as the quarantine table holds them: ``QUARANTINED``, in UTC wall time
-    (``rowstream/relations.py``)."""
-    return pa.concat_tables([_QUARANTINE_TABLE.empty_table(), *(
-        p.select(QUARANTINED.names).cast(_QUARANTINE_TABLE) for p in parts)])
+def quarantined_rows(schema: StreamSchema, *parts: pa.Table) -> pa.Table:
+    """Quarantined rows of ``schema``'s stream (``schema.quarantined``) as the quarantine
+    table holds them (``QUARANTINE_TABLE``): the event time a UTC wall time
+    (``rowstream/relations.py``), the row's columns JSON."""
+    rows = pa.concat_tables([schema.quarantined.empty_table(), *(
+        p.select(schema.quarantined.names).cast(schema.quarantined) for p in parts)])
+    if not rows.num_rows:
+        return QUARANTINE_TABLE.empty_table()
+    frame = pl.from_arrow(rows)
+    return frame.select(
+        pl.lit(schema.name).alias("stream"),
+        pl.col(schema.time_column).dt.replace_time_zone(None).alias("ts"),
+        pl.struct(*schema.names).struct.json_encode().alias("row"),
+        "reason", "rule", "origin").to_arrow().cast(QUARANTINE_TABLE)
 
 
 def admitted_rows(batch: pa.Table, verdict: Verdict) -> pa.Table:
@@ -147,10 +159,10 @@ def admitted_rows(batch: pa.Table, verdict: Verdict) -> pa.Table:
     return batch.filter(pa.array(keep))
 
 
-def heartbeat(ts_us: float) -> pa.Table:
+def heartbeat(schema: StreamSchema, ts_us: float) -> pa.Table:
     """A heartbeat row at ``ts_us`` microseconds (``rowstream/dsps.py``: punctuation that moves
-    the event-time watermark)."""
-    row = {f.name: pa.nulls(1, f.type) for f in ARROW_SCHEMA}
-    row["ts"] = pa.array([round(ts_us)], pa.timestamp("us"))
+    the event-time watermark), of ``schema.rows``."""
+    row = {f.name: pa.nulls(1, f.type) for f in schema.rows}
+    row[schema.time_column] = pa.array([round(ts_us)], pa.timestamp("us", tz="UTC"))
     row["heartbeat"] = pa.array([True])
-    return pa.table(row)
+    return pa.table(row, schema=schema.rows)

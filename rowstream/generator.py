@@ -18,7 +18,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from rowstream.gateway import ARROW_SCHEMA, COLUMNS, SPARK_SCHEMA, Gateway, heartbeat
+from rowstream.gateway import Gateway, heartbeat
+from workload.schema import StreamSchema
 
 GENERATOR = "tandem_smartplugs"
 WARMUP_SPAN = 60.0  # seconds of event time per warm-up micro-batch
@@ -36,6 +37,7 @@ class _GeneratorReader(DataSourceStreamReader):
 
     def __init__(self, options: dict):
         self.options = dict(options)
+        self.schema = StreamSchema.from_json(options["schema"])
         self.span = float(options.get("span", 1.0))
         self.duration = float(options["duration"])
         self.slide = float(options.get("slide", 1.0))
@@ -81,22 +83,22 @@ class _GeneratorReader(DataSourceStreamReader):
         plugs = self._plugs()
         if partition.batch < self.data_batches:
             begin, end = self.bounds[partition.batch], self.bounds[partition.batch + 1]
-            beats = [heartbeat((plugs.start + end) * 1_000_000)]
+            beats = [heartbeat(self.schema, (plugs.start + end) * 1_000_000)]
             last_end = (last_window_end(plugs, self.duration, self.slide)
                         if partition.batch == self.data_batches - 1 else None)
-            if last_end is not None and last_end - 1 < beats[0]["ts"][0].value:
+            if last_end is not None and last_end - 1 < (plugs.start + end) * 1_000_000:
                 # The last window_end's own heartbeat (in its last microsecond): a heartbeat at
                 # the span's end lies in no window that ends at or before it, and Spark's
                 # aggregates emit no window after the last window_end. With spans longer than
                 # a window, no earlier heartbeat lies in the last window either, and a chained
                 # operator (Q1's join of the loads with their window's maximum) never passes
                 # the last window_end on.
-                beats.insert(0, heartbeat(last_end - 1))
-            table = pa.concat_tables([_good(plugs.between(begin, end)), *beats])
+                beats.insert(0, heartbeat(self.schema, last_end - 1))
+            table = pa.concat_tables([_good(self.schema, plugs.between(begin, end)), *beats])
         else:
-            table = heartbeat(last_window_end(plugs, self.duration, self.slide)
+            table = heartbeat(self.schema, last_window_end(plugs, self.duration, self.slide)
                               + self.flush * 1_000_000)
-        yield from table.cast(ARROW_SCHEMA).to_batches()
+        yield from table.to_batches()
 
     def commit(self, end: dict) -> None:
         pass  # the generator keeps nothing to release
@@ -111,37 +113,39 @@ def last_window_end(plugs, duration: float, slide: float) -> int:
     return -(-last_us // step) * step
 
 
-def _good(table: pa.Table) -> pa.Table:
+def _good(schema: StreamSchema, table: pa.Table) -> pa.Table:
     """Rows of the stream as a source gives them: neither heartbeats nor quarantined."""
     n = table.num_rows
-    return (table.select(list(COLUMNS)).append_column("heartbeat", pa.array([False] * n))
+    return (table.select(list(schema.names)).append_column("heartbeat", pa.array([False] * n))
             .append_column("reason", pa.nulls(n, pa.string()))
             .append_column("rule", pa.nulls(n, pa.string()))
-            .append_column("origin", pa.nulls(n, pa.string())))
+            .append_column("origin", pa.nulls(n, pa.string()))).cast(schema.rows)
 
 
 class SmartPlugSource(DataSource):
-    """``spark.readStream.format("tandem_smartplugs")`` with options rate, duration, span,
-    slide, flush, warmup, warmup_span, begin, steps (``workload.smart_plugs.parse_steps``), seed,
-    houses, households_per_house and plugs."""
+    """``spark.readStream.format("tandem_smartplugs")`` with options schema (the plugs' catalog
+    entry, ``StreamSchema.to_json``), rate, duration, span, slide, flush, warmup, warmup_span,
+    begin, steps (``workload.smart_plugs.parse_steps``), seed, houses, households_per_house and
+    plugs."""
 
     @classmethod
     def name(cls) -> str:
         return GENERATOR
 
     def schema(self) -> str:
-        return SPARK_SCHEMA
+        return StreamSchema.from_json(self.options["schema"]).spark_ddl()
 
     def streamReader(self, schema):
         return _GeneratorReader(self.options)
 
 
-def generator_stream(spark: SparkSession, *, rate: float, duration: float, span: float,
-                     slide: float, flush: float = 0.0, warmup: float = 0.0, begin: float = 0.0,
-                     warmup_span: float = WARMUP_SPAN, steps: str = "",
+def generator_stream(spark: SparkSession, schema: StreamSchema, *, rate: float, duration: float,
+                     span: float, slide: float, flush: float = 0.0, warmup: float = 0.0,
+                     begin: float = 0.0, warmup_span: float = WARMUP_SPAN, steps: str = "",
                      **topology) -> DataFrame:
     spark.dataSource.register(SmartPlugSource)
-    reader = (spark.readStream.format(GENERATOR).option("rate", rate)
+    reader = (spark.readStream.format(GENERATOR).option("schema", schema.to_json())
+              .option("rate", rate)
               .option("duration", duration).option("span", span).option("slide", slide)
               .option("flush", flush).option("warmup", warmup).option("begin", begin)
               .option("warmup_span", warmup_span).option("steps", steps))
@@ -155,6 +159,7 @@ class GeneratedStream(Gateway):
     """The generator's stream (``generator_stream``'s arguments)."""
 
     name = "generator"
+    schema: StreamSchema
     rate: float
     duration: float
     span: float
@@ -162,5 +167,5 @@ class GeneratedStream(Gateway):
     options: dict = field(default_factory=dict)  # generator_stream's other keywords
 
     def stream(self, spark: SparkSession) -> DataFrame:
-        return generator_stream(spark, rate=self.rate, duration=self.duration, span=self.span,
+        return generator_stream(spark, self.schema, rate=self.rate, duration=self.duration, span=self.span,
                                 slide=self.slide, **self.options)

@@ -1,6 +1,7 @@
-"""Reading the files of a landing directory: DEBS 2014 CSV (``id,timestamp,value,property,
-plug_id,household_id,house_id`` with Unix-second timestamps) or Parquet with the stream's
-columns. Every line is either a row of the stream or a quarantined row with the ``rule`` it
+"""Reading the files of a landing directory: CSV (the stream's fields in the order of its
+columns, a header line optional; ``workload/schema.py`` says how each type is written, DEBS 2014's
+plugs with Unix-second timestamps) or Parquet with the stream's columns, as its catalog entry
+declares them (``StreamSchema``). Every line is either a row of the stream or a quarantined row with the ``rule`` it
 broke (the input suite's expectation, ``rowstream/expectations.py``), its ``reason`` and its
 ``origin`` (file and line); nothing is dropped. The suite's checks are vectorised (polars), never
 a loop per row.
@@ -11,7 +12,7 @@ starting with a dot) and renames the file when it is complete: a rename within a
 atomic, so a file is never read in part. A file that cannot be read at all (not UTF-8 text, a
 truncated Parquet footer) becomes one quarantined row naming the file and the error.
 
-**Timestamps** are Unix seconds with any number of fractional digits. Both engines keep
+**Timestamps** in CSV files are Unix seconds with any number of fractional digits. Both engines keep
 microseconds, so digits after the sixth are truncated: window bounds are whole microseconds,
 so a reading truncated to microseconds lies in exactly the windows its exact time lies in.
 """
@@ -26,12 +27,17 @@ from urllib.parse import unquote, urlparse
 import polars as pl
 import pyarrow.parquet as pq
 
-from optimizer.catalog import DEFAULT_TIME_DISTANCE
-from rowstream.expectations import FIELDS, INPUT, input_parameters, verdicts
+from rowstream.expectations import (
+    FIELD_COUNT,
+    input_parameters,
+    input_suite,
+    unparsed,
+    verdicts,
+)
+from rowstream.expectations import raw as raw_name
+from workload.schema import FLOATS, POLARS, StreamSchema
 
 SUFFIXES = (".csv", ".parquet")
-STREAM = {"id": pl.Int64, "ts": pl.Datetime("us"), "value": pl.Float64, "property": pl.Int32,
-          "plug_id": pl.Int32, "household_id": pl.Int32, "house_id": pl.Int32}
 UNREADABLE = "unreadable"  # a whole file that cannot be read: the suites never see its rows
 EXTRA = ("reason", "rule", "origin")
 ROW = "row"  # a row's number in its file, from 1 (a CSV file's line number)
@@ -45,89 +51,129 @@ def landed_files(directory: str | Path) -> list[str]:
                   if p.suffix in SUFFIXES and not p.name.startswith("."))
 
 
-def landed_frame(path: Path) -> pl.DataFrame:
+def landed_frame(path: Path, schema: StreamSchema) -> pl.DataFrame:
     """A file as it landed, the frame the input suite validates: ``fields``, ``raw_<field>``
-    (text, null when empty), the parsed stream columns (null where the text does not parse)
-    and ``origin``. Raises when the file cannot be read at all."""
-    return _read_parquet(path) if path.suffix == ".parquet" else _read_csv(path)
+    (text, null when empty), the parsed stream columns (null where the text does not parse),
+    ``unparsed_<field>`` of the columns that may be missing, and ``origin``. Raises when the
+    file cannot be read at all."""
+    if path.suffix == ".parquet":
+        return typed_frame(pl.from_arrow(pq.read_table(path)), path.name, schema)
+    return _read_csv(path, schema)
 
 
-def read_landed(path: Path, time_distance: float = DEFAULT_TIME_DISTANCE) -> pl.DataFrame:
+def read_landed(path: Path, schema: StreamSchema) -> pl.DataFrame:
     """The stream's columns plus the ``reason`` and ``rule`` of the input suite's first failed
     expectation (null for a good row) and ``origin``."""
     try:
-        frame = landed_frame(path)
+        frame = landed_frame(path, schema)
     except Exception as err:  # the file, not a line of it, is bad: quarantine it whole
-        return unreadable(path, err)
-    return judged(frame, time_distance)
+        return unreadable(path, err, schema)
+    return judged(frame, schema)
 
 
-def judged(frame: pl.DataFrame, time_distance: float) -> pl.DataFrame:
+def judged(frame: pl.DataFrame, schema: StreamSchema) -> pl.DataFrame:
     """One landed file's rows with the input suite's verdicts: the stream's columns, ``reason``,
     ``rule`` and ``origin``."""
-    return verdicts(frame, INPUT, input_parameters(frame, time_distance)).select(*STREAM, *EXTRA)
+    return verdicts(frame, input_suite(schema), input_parameters(frame, schema)).select(
+        *schema.names, *EXTRA)
 
 
-def unreadable(path: Path, err: Exception) -> pl.DataFrame:
+def unreadable(path: Path, err: Exception, schema: StreamSchema) -> pl.DataFrame:
     """The one quarantined row that stands for a file that cannot be read."""
     first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-    return pl.DataFrame({**{c: pl.Series([None], dtype=t) for c, t in STREAM.items()},
+    return pl.DataFrame({**{c: pl.Series([None], dtype=t) for c, t in schema.polars.items()},
                          "reason": [f"the file cannot be read: {first}"],
                          "rule": [UNREADABLE], "origin": [path.name]})
 
 
-def _read_csv(path: Path) -> pl.DataFrame:
+def _read_csv(path: Path, schema: StreamSchema) -> pl.DataFrame:
     # Bytes that are not UTF-8 spoil their line only, which is then quarantined. Lines end as
     # Hadoop's line reader (Spark's text source, the native gateway) ends them, at \n, \r\n
     # or \r; a byte-order mark before the first is not text of it.
     text = path.read_bytes().decode("utf-8-sig", errors="replace")
     lines = _LINE_END.split(text.removesuffix("\n").removesuffix("\r")) if text else []
-    return csv_frame(pl.Series("line", lines, pl.String), path.name)
+    return csv_frame(pl.Series("line", lines, pl.String), path.name, schema)
 
 
-def csv_frame(lines: pl.Series, name: str) -> pl.DataFrame:
+def is_header(line: str, schema: StreamSchema) -> bool:
+    """Whether a CSV line is the header (``schema.fields``; blanks and case aside)."""
+    return line.replace(" ", "").lower() == ",".join(schema.fields)
+
+
+def csv_frame(lines: pl.Series, name: str, schema: StreamSchema) -> pl.DataFrame:
     """The landed frame of the CSV file ``name`` from its lines, in order (the native gateway
-    has them from Spark's text source)."""
+    has them from Spark's text source). A header line, where there is one, is not a row."""
     if lines.len() and lines[0].startswith("\ufeff"):  # a byte-order mark is not text of it
         lines = pl.Series("line", [lines[0][1:]], pl.String).append(lines.slice(1))
-    # The DEBS 2014 files have no header line; Tandem's generator writes one.
-    header = bool(lines.len()) and lines[0].replace(" ", "").lower() == ",".join(FIELDS)
+    header = bool(lines.len()) and is_header(lines[0], schema)
     lines = lines.slice(int(header))
     frame = pl.DataFrame({"fields": lines.str.split(",")}).with_row_index("n", offset=1 + header)
     raw = {f: pl.col("fields").list.get(i, null_on_oob=True).str.strip_chars()
-           for i, f in enumerate(FIELDS)}
+           for i, f in enumerate(schema.fields)}
     raw = {f: pl.when(text != "").then(text) for f, text in raw.items()}
-    seconds = raw["timestamp"].str.extract_groups(r"^([+-]?)(\d+)(?:\.(\d*))?$")
-    sign = pl.when(seconds.struct.field("1") == "-").then(-1).otherwise(1)
-    whole = seconds.struct.field("2").cast(pl.Int64, strict=False)
-    # Microseconds: the first six fractional digits; later ones are truncated (module docstring).
-    micros = seconds.struct.field("3").fill_null("").str.slice(0, 6).str.pad_end(6, "0")
-    parsed = {c: raw[c].cast(t, strict=False) for c, t in STREAM.items() if c != "ts"}
-    parsed["ts"] = (sign * (whole * 1_000_000 + micros.cast(pl.Int64))).cast(pl.Datetime("us"))
+    parsed = {c: parse_text(raw[f], t) for (c, t), f in zip(schema.columns, schema.fields,
+                                                            strict=True)}
     return frame.select(
-        pl.col("fields").list.len().cast(pl.Int32).alias("fields"),
-        *[text.alias(f"raw_{f}") for f, text in raw.items()],
-        *[parsed[c].alias(c) for c in STREAM],
-        pl.format("{}:{}", pl.lit(name), pl.col("n")).alias("origin"))
+        pl.col("fields").list.len().cast(pl.Int32).alias(FIELD_COUNT),
+        *[text.alias(raw_name(f)) for f, text in raw.items()],
+        *[parsed[c].alias(c) for c in schema.names],
+        pl.format("{}:{}", pl.lit(name), pl.col("n")).alias("origin"),
+    ).with_columns(_unparsed(schema))
 
 
-def _read_parquet(path: Path) -> pl.DataFrame:
-    return typed_frame(pl.from_arrow(pq.read_table(path)), path.name)
+def parse_text(text: pl.Expr, kind: str) -> pl.Expr:
+    """A CSV field's value as its column's type, null where it does not parse (workload/schema.py
+    says what each type's text is)."""
+    if kind == "TIMESTAMP":
+        seconds = text.str.extract_groups(r"^([+-]?)(\d+)(?:\.(\d*))?$")
+        sign = pl.when(seconds.struct.field("1") == "-").then(-1).otherwise(1)
+        whole = seconds.struct.field("2").cast(pl.Int64, strict=False)
+        # Microseconds: the first six fractional digits; later ones are truncated (module
+        # docstring).
+        micros = seconds.struct.field("3").fill_null("").str.slice(0, 6).str.pad_end(6, "0")
+        return (sign * (whole * 1_000_000 + micros.cast(pl.Int64))).cast(pl.Datetime("us"))
+    if kind == "BOOLEAN":
+        word = text.str.to_lowercase()
+        return pl.when(word == "true").then(True).when(word == "false").then(False)
+    if kind == "VARCHAR":
+        return text
+    if kind == "REAL":  # as Spark parses it too: a double, rounded once to a float
+        return text.cast(pl.Float64, strict=False).cast(pl.Float32)
+    return text.cast(POLARS[kind], strict=False)
 
 
-def typed_frame(rows: pl.DataFrame, name: str, row_label: str = "row ") -> pl.DataFrame:
+def _unparsed(schema: StreamSchema) -> list[pl.Expr]:
+    """The text of a column that may be missing where it did not parse (the input suite's
+    ``unparsed_<field>``)."""
+    required = {*schema.expect.not_null, schema.time_column}
+    return [pl.when(pl.col(c).is_null() | (pl.col(c).is_nan() if t in FLOATS else False))
+            .then(pl.col(raw_name(f))).alias(unparsed(f))
+            for (c, t), f in zip(schema.columns, schema.fields, strict=True)
+            if c not in required and t != "VARCHAR"]
+
+
+def typed_frame(rows: pl.DataFrame, name: str, schema: StreamSchema,
+                row_label: str = "row ") -> pl.DataFrame:
     """Typed rows of the file ``name`` (Parquet's, or CSV lines Spark parsed) as the landed
     frame, numbered by ``row`` or else in file order: a column missing from the file is null,
     and a value of another type is cast (null where it does not convert). A row's origin is
     ``<name>:<row_label><row>``."""
     frame = rows if ROW in rows.columns else rows.with_row_index(ROW, offset=1)
-    present = {c: pl.col(c) if c in frame.columns else pl.lit(None) for c in STREAM}
+    types = schema.types
+    present = {c: pl.col(c) if c in frame.columns else pl.lit(None) for c in types}
+
+    def typed(c: str) -> pl.Expr:
+        if c in frame.columns and frame.schema[c] == pl.String:  # text: parse it as CSV's
+            return parse_text(pl.col(c).str.strip_chars(), types[c])
+        return present[c].cast(schema.polars[c], strict=False)
+
     return frame.select(
-        pl.lit(len(FIELDS), pl.Int32).alias("fields"),
-        *[present["ts" if f == "timestamp" else f].cast(pl.String, strict=False).alias(f"raw_{f}")
-          for f in FIELDS],
-        *[present[c].cast(t, strict=False).alias(c) for c, t in STREAM.items()],
-        pl.format("{}:{}{}", pl.lit(name), pl.lit(row_label), pl.col(ROW)).alias("origin"))
+        pl.lit(len(types), pl.Int32).alias(FIELD_COUNT),
+        *[present[c].cast(pl.String, strict=False).alias(raw_name(f))
+          for c, f in zip(types, schema.fields, strict=True)],
+        *[typed(c).alias(c) for c in types],
+        pl.format("{}:{}{}", pl.lit(name), pl.lit(row_label), pl.col(ROW)).alias("origin"),
+    ).with_columns(_unparsed(schema))
 
 
 def batch_files(checkpoint: str | Path, batch_id: int) -> list[Path]:

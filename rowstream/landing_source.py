@@ -33,10 +33,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
-from optimizer.catalog import DEFAULT_TIME_DISTANCE
 from rowstream.eventtime import admit
-from rowstream.gateway import ARROW_SCHEMA, SPARK_SCHEMA, Gateway, heartbeat
+from rowstream.gateway import Gateway, heartbeat
 from rowstream.landing import landed_files, read_landed
+from workload.schema import StreamSchema
 
 LANDING = "tandem_landing"
 
@@ -47,10 +47,10 @@ class LandingReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def __init__(self, options: dict):
         self.directory = Path(options["path"])
+        self.schema = StreamSchema.from_json(options["schema"])
         self.per_batch = int(options.get("files_per_batch", 1))
         self.lateness = float(options.get("lateness", 0.0))
         self.slide = float(options.get("slide", 1.0))
-        self.time_distance = float(options.get("time_distance", DEFAULT_TIME_DISTANCE))
         self.target: str | None = None  # the last file an availableNow query reads
         # Where a new query begins: after this file, at this high-water mark (µs), as another
         # query over the directory had got there (Parallel Track, runtime/migration.py).
@@ -82,38 +82,40 @@ class LandingReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
         if names:
             return iter(self._judged(names, start.get("high_water"))[0])
         if end["after"] and end.get("closed") and not start.get("closed", False):
-            return iter(_heartbeat(end.get("high_water")))  # the closing batch
+            return iter(_heartbeat(self.schema, end.get("high_water")))  # the closing batch
         return iter([])
 
     def _judged(self, names: list[str], high_water: int | None
                 ) -> tuple[list[pa.RecordBatch], int | None]:
         """The files' rows, judged, then a heartbeat at the high-water mark after them."""
-        frame = pl.concat([read_landed(self.directory / f, self.time_distance) for f in names])
-        frame, high_water = admit(frame, high_water, self.lateness, self.slide)
+        schema = self.schema
+        frame = pl.concat([read_landed(self.directory / f, schema) for f in names])
+        frame, high_water = admit(frame, high_water, self.lateness, self.slide,
+                                  schema.time_column)
         rows = frame.with_columns(pl.lit(False).alias("heartbeat")).to_arrow()
-        rows = rows.select(ARROW_SCHEMA.names).cast(ARROW_SCHEMA)
-        return rows.to_batches() + _heartbeat(high_water), high_water
+        rows = rows.select(schema.rows.names).cast(schema.rows)
+        return rows.to_batches() + _heartbeat(schema, high_water), high_water
 
     def commit(self, end: dict) -> None:
         pass  # the files stay; the nightly clean-up archives them
 
 
-def _heartbeat(high_water: int | None) -> list[pa.RecordBatch]:
+def _heartbeat(schema: StreamSchema, high_water: int | None) -> list[pa.RecordBatch]:
     """The stream has reached its high-water mark (none before its first row)."""
-    return [] if high_water is None else heartbeat(high_water).cast(ARROW_SCHEMA).to_batches()
+    return [] if high_water is None else heartbeat(schema, high_water).to_batches()
 
 
 class LandingSource(DataSource):
-    """``spark.readStream.format("tandem_landing").option("path", DIR)`` with options
-    files_per_batch, lateness (seconds), slide (seconds, for the window_end a late row
-    misses) and time_distance (seconds, ``rowstream/expectations.py``)."""
+    """``spark.readStream.format("tandem_landing").option("path", DIR)`` with options schema
+    (``StreamSchema.to_json``), files_per_batch, lateness (seconds) and slide (seconds, for the
+    window_end a late row misses)."""
 
     @classmethod
     def name(cls) -> str:
         return LANDING
 
     def schema(self) -> str:
-        return SPARK_SCHEMA
+        return StreamSchema.from_json(self.options["schema"]).spark_ddl()
 
     def simpleStreamReader(self, schema) -> LandingReader:
         return LandingReader(self.options)
@@ -126,10 +128,10 @@ class LandingDirectory(Gateway):
     (µs): it marks the same rows late as a query that read the files before."""
 
     name = "python"
+    schema: StreamSchema
     directory: str
     lateness: float
     slide: float
-    time_distance: float = DEFAULT_TIME_DISTANCE
     files_per_batch: int = 1
     start_after: str = ""
     high_water: int | None = None
@@ -138,9 +140,9 @@ class LandingDirectory(Gateway):
         spark.dataSource.register(LandingSource)
         return (spark.readStream.format(LANDING)
                 .option("path", str(Path(self.directory).resolve()))
+                .option("schema", self.schema.to_json())
                 .option("files_per_batch", self.files_per_batch)
                 .option("lateness", self.lateness).option("slide", self.slide)
-                .option("time_distance", self.time_distance)
                 .option("start_after", self.start_after)
                 .option("high_water", "" if self.high_water is None else str(self.high_water))
                 .load())

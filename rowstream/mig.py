@@ -65,7 +65,6 @@ from rowstream.dsps import HEARTBEAT, Streaming, apply
 from rowstream.eventtime import EPOCH, watermark
 from rowstream.gateway import (
     QUARANTINE,
-    QUARANTINED,
     STREAM,
     Gateway,
     Judge,
@@ -162,7 +161,7 @@ class Gathered:
     tuples: int  # stream tuples
     latest: datetime | None  # the latest event time (heartbeats' too)
     first: datetime | None  # the earliest tuple's
-    quarantined: pa.Table  # QUARANTINED
+    quarantined: pa.Table  # gateway.QUARANTINE_TABLE
     high_water: datetime | None  # the gateway's, after the batch
 
 
@@ -273,10 +272,11 @@ class Mig:
         bad = F.col("reason").isNotNull()
         # The watermark sees only admitted rows and heartbeats: a quarantined row's timestamp,
         # however far off, moves no engine's event time.
-        admitted = source.where(~bad).withWatermark("ts", f"{round(self.lateness * 1000)} milliseconds")
+        admitted = source.where(~bad).withWatermark(self.gateway.schema.time_column,
+                                                    f"{round(self.lateness * 1000)} milliseconds")
         operators = Streaming(admitted, self.final_end, panes=self.spark_design == "panes")
         scan = [F.when(~bad, F.struct(*self.gateway.judged, HEARTBEAT)).alias(STREAM),
-                F.when(bad, F.struct(*QUARANTINED.names)).alias(QUARANTINE)]
+                F.when(bad, F.struct(*self.gateway.schema.quarantined.names)).alias(QUARANTINE)]
         parts = []
         for rid, node in self.crossings.items():
             if node.instantiated:
@@ -433,9 +433,9 @@ class Mig:
         everything = batch.toArrow()
         verdict = judge(relation_rows(everything, STREAM))
         everything = admitted_rows(everything, verdict)
-        quarantined = quarantined_rows(relation_rows(everything, QUARANTINE),
+        quarantined = quarantined_rows(judge.schema, relation_rows(everything, QUARANTINE),
                                        verdict.quarantined, judge.unread(verdict.files))
-        stats = stream_summary(relation_rows(everything, STREAM))
+        stats = stream_summary(relation_rows(everything, STREAM), judge.schema.time_column)
         return Gathered(everything, stats["tuples"], stats["latest"], stats["first"],
                         quarantined, verdict.high_water)
 
@@ -452,7 +452,7 @@ class Mig:
         return Gathered(everything, pc.sum(tasks.column("tuples")).as_py() or 0,
                         pc.max(tasks.column("latest")).as_py(),
                         pc.min(tasks.column("first")).as_py(),
-                        quarantined_rows(relation_rows(everything, QUARANTINE),
+                        quarantined_rows(judge.schema, relation_rows(everything, QUARANTINE),
                                          judge.unread(read)),
                         max(marks, default=None))
 

@@ -51,17 +51,9 @@ from pyspark.sql import functions as F
 from optimizer.deployment import Deployment
 from optimizer.errors import TandemError
 from rowstream.eventtime import EPOCH, admit
-from rowstream.expectations import FIELDS
-from rowstream.gateway import (
-    COLUMNS,
-    Gateway,
-    Judge,
-    Verdict,
-    quarantined_rows,
-)
+from rowstream.gateway import Gateway, Judge, Verdict
 from rowstream.landing import (
     ROW,
-    STREAM,
     batch_files,
     csv_frame,
     judged,
@@ -69,25 +61,40 @@ from rowstream.landing import (
     typed_frame,
     unreadable,
 )
+from workload.schema import INTEGERS, StreamSchema
 
-# Integers are read as BIGINT: Spark widens a file's INT32 to it, and a file written with
-# 64-bit integers (pandas' default) is then readable too. They become the stream's INT (null
-# beyond its range, which the input suite then quarantines).
-SCHEMA = ("id BIGINT, ts TIMESTAMP, value DOUBLE, property BIGINT, plug_id BIGINT, "
-          "household_id BIGINT, house_id BIGINT")
-NARROW = ("property", "plug_id", "household_id", "house_id")
 FILE = "file"  # the name of the file a row came from
 BLOCK = "block"  # CSV: the byte offset of the block of the file Spark read the line in
 KIND = "kind"  # CSV: CLEAN, HEADER or OTHER (module docstring)
 CLEAN, HEADER, OTHER = 0, 1, 2
 LINE = "line"  # CSV: the line's text
-JUDGED = (*COLUMNS, FILE, ROW, BLOCK, KIND, LINE)  # what a native row is judged by
 
-# The canonical grammar (module docstring): at most 9 digits for the INT fields and 18 for
-# the id and the seconds, so no cast or product overflows.
-_INT = "(0|[1-9][0-9]{0,8})"
-_CANONICAL = (rf"^(0|[1-9][0-9]{{0,17}}),[0-9]{{1,12}}(\.[0-9]+)?,[0-9]+(\.[0-9]+)?,"
-              rf"{_INT},{_INT},{_INT},{_INT}$")
+# The canonical grammar of each type (module docstring): few enough digits that no cast or
+# product overflows; no blanks around a value, a text included.
+_CANONICAL = {"BIGINT": "-?(0|[1-9][0-9]{0,17})", "INTEGER": "-?(0|[1-9][0-9]{0,8})",
+              "SMALLINT": "-?(0|[1-9][0-9]{0,3})", "DOUBLE": "-?[0-9]+(\\.[0-9]+)?",
+              "REAL": "-?[0-9]+(\\.[0-9]+)?", "BOOLEAN": "(true|false)",
+              "TIMESTAMP": "[0-9]{1,12}(\\.[0-9]+)?", "VARCHAR": "([^,\\s]([^,]*[^,\\s])?)?"}
+
+
+def judged_columns(schema: StreamSchema) -> tuple[str, ...]:
+    """What a native row is judged by: the stream's columns, its file and place in it, and for
+    CSV its line's kind and text."""
+    return (*schema.names, FILE, ROW, BLOCK, KIND, LINE)
+
+
+def read_ddl(schema: StreamSchema) -> str:
+    """The schema Spark's Parquet source reads with. Integers are read as BIGINT: Spark widens a
+    file's narrower integers to it, and a file written with 64-bit integers (pandas' default)
+    is then readable too. They become the stream's type (null beyond its range, which the input
+    suite then quarantines)."""
+    return ", ".join(f"{c} {'BIGINT' if t in INTEGERS else schema.spark_type(c)}"
+                     for c, t in schema.columns)
+
+
+def canonical(schema: StreamSchema) -> str:
+    """The canonical grammar of a CSV line of the stream (module docstring)."""
+    return "^" + ",".join(_CANONICAL[t] for _, t in schema.columns) + "$"
 # Every task reads whole files, one at a time: no file is larger.
 WHOLE_FILES = {"spark.sql.files.maxPartitionBytes": str(1 << 40),
                "spark.sql.files.openCostInBytes": str(1 << 40)}
@@ -107,72 +114,90 @@ def fits(directory: str | Path, deployment: Deployment) -> bool:
             and not any(node.instantiated for node in deployment.crossings))
 
 
-def native_stream(spark: SparkSession, directory: str, *, files_per_batch: int = 1) -> DataFrame:
-    """The stream's rows as Spark's own file source reads them: the stream's columns, ``JUDGED``
-    and the columns the Python source adds (no heartbeats: the MIG finds the high-water mark)."""
+def native_stream(spark: SparkSession, schema: StreamSchema, directory: str, *,
+                  files_per_batch: int = 1) -> DataFrame:
+    """The stream's rows as Spark's own file source reads them: ``judged_columns`` and the
+    columns the Python source adds (no heartbeats: the MIG finds the high-water mark)."""
     path = str(Path(directory).resolve())
     reader = spark.readStream.option("maxFilesPerTrigger", files_per_batch)
     if native_format(directory) == "csv":
-        rows = _csv_rows(reader.option("pathGlobFilter", "*.csv").text(path))
+        rows = _csv_rows(reader.option("pathGlobFilter", "*.csv").text(path), schema)
     else:
         # A file Spark cannot read is skipped here and quarantined by the MIG (module docstring).
-        rows = (reader.schema(SCHEMA).option("pathGlobFilter", "*.parquet")
+        rows = (reader.schema(read_ddl(schema)).option("pathGlobFilter", "*.parquet")
                 .option("ignoreCorruptFiles", "true").parquet(path)
-                .select(*[F.col(c).try_cast("int").alias(c) if c in NARROW else c for c in COLUMNS],
+                .select(*[F.col(c).try_cast(schema.spark_type(c)).alias(c)
+                          if t in INTEGERS and t != "BIGINT" else c for c, t in schema.columns],
                         F.col("_metadata.file_name").alias(FILE),
                         (F.col("_metadata.row_index") + 1).alias(ROW),
                         F.lit(None).cast("long").alias(BLOCK),
                         F.lit(None).cast("tinyint").alias(KIND),
                         F.lit(None).cast("string").alias(LINE)))
-    return rows.select(*JUDGED, F.lit(False).alias("heartbeat"),
+    return rows.select(*judged_columns(schema), F.lit(False).alias("heartbeat"),
                        *[F.lit(None).cast("string").alias(c) for c in ("reason", "rule", "origin")])
 
 
-def _csv_rows(lines: DataFrame) -> DataFrame:
-    """The lines of DEBS 2014 CSV files parsed by Spark (``rowstream/landing.py`` says how the
+def _csv_rows(lines: DataFrame, schema: StreamSchema) -> DataFrame:
+    """The lines of the stream's CSV files parsed by Spark (``landing.parse_text`` says how the
     Python source parses them; on canonical lines the two agree)."""
     line = F.col("value")
     fields = F.split(line, ",")
     # Spark's casts ignore the blanks around a number, as the Python source does.
-    field = {f: F.get(fields, i) for i, f in enumerate(FIELDS)}
-    seconds = F.trim(field["timestamp"])
-    # Unix seconds to microseconds, the fraction truncated after six digits, as the Python
-    # source does; try_ arithmetic, since a line that is not canonical may hold anything.
-    digits = F.rpad(F.substring_index(seconds, ".", -1).substr(1, 6), 6, "0")
-    fraction = F.when(seconds.contains("."), digits).otherwise(F.lit("0")).try_cast("bigint")
-    whole = F.substring_index(seconds, ".", 1)
-    micros = F.try_add(F.try_multiply(whole.try_cast("bigint"), F.lit(1_000_000)),
-                       F.when(whole.startswith("-"), -fraction).otherwise(fraction))
-    typed = {c: F.timestamp_micros(micros) if c == "ts" else field[c].try_cast(
-        "bigint" if c == "id" else "double" if c == "value" else "int") for c in COLUMNS}
-    header = F.lower(F.replace(line, F.lit(" "), F.lit(""))) == ",".join(FIELDS)
-    kind = (F.when(line.rlike(_CANONICAL), CLEAN).when(header, HEADER).otherwise(OTHER)
+    field = {c: F.get(fields, i) for i, c in enumerate(schema.names)}
+    typed = {c: _typed(field[c], t) for c, t in schema.columns}
+    header = F.lower(F.replace(line, F.lit(" "), F.lit(""))) == ",".join(schema.fields)
+    kind = (F.when(line.rlike(canonical(schema)), CLEAN).when(header, HEADER).otherwise(OTHER)
             .cast("tinyint"))
-    return lines.select(*[typed[c].alias(c) for c in COLUMNS],
+    return lines.select(*[typed[c].alias(c) for c in schema.names],
                         F.col("_metadata.file_name").alias(FILE),
                         F.lit(None).cast("long").alias(ROW),
                         F.col("_metadata.file_block_start").alias(BLOCK), kind.alias(KIND),
                         F.make_valid_utf8(line).alias(LINE))
 
 
-def admit_batch(rows: pl.DataFrame, *, high_water: datetime | None, lateness: float,
-                slide: float, time_distance: float) -> Verdict:
-    """Judge a batch's rows (``JUDGED``, in Spark's order) by the input suite, file by file,
-    then by lateness against ``high_water``, the high-water mark of the batches before
+def _typed(text, kind: str):
+    """A CSV field as Spark parses it: ``landing.parse_text`` in Spark's functions."""
+    if kind == "TIMESTAMP":
+        seconds = F.trim(text)
+        # Unix seconds to microseconds, the fraction truncated after six digits, as the Python
+        # source does; try_ arithmetic, since a line that is not canonical may hold anything.
+        digits = F.rpad(F.substring_index(seconds, ".", -1).substr(1, 6), 6, "0")
+        fraction = F.when(seconds.contains("."), digits).otherwise(F.lit("0")).try_cast("bigint")
+        whole = F.substring_index(seconds, ".", 1)
+        micros = F.try_add(F.try_multiply(whole.try_cast("bigint"), F.lit(1_000_000)),
+                           F.when(whole.startswith("-"), -fraction).otherwise(fraction))
+        return F.timestamp_micros(micros)
+    if kind == "BOOLEAN":
+        word = F.lower(F.trim(text))
+        return F.when(word == "true", True).when(word == "false", False)
+    if kind == "VARCHAR":
+        return F.when(F.trim(text) != "", F.trim(text))
+    if kind == "REAL":  # a double, rounded once to a float, as the Python source does
+        return text.try_cast("double").cast("float")
+    return text.try_cast({"BIGINT": "bigint", "INTEGER": "int", "SMALLINT": "smallint",
+                          "DOUBLE": "double"}[kind])
+
+
+def admit_batch(rows: pl.DataFrame, schema: StreamSchema, *, high_water: datetime | None,
+                lateness: float, slide: float) -> Verdict:
+    """Judge a batch's rows (``judged_columns``, in Spark's order) by the input suite, file by
+    file, then by lateness against ``high_water``, the high-water mark of the batches before
     (``rowstream/eventtime.py``). A CSV file's header is neither admitted nor quarantined."""
     rows = rows.with_row_index("position")
-    parts = [_judged_csv(part, time_distance) if name.endswith(".csv") else
-             judged(typed_frame(part.select(*COLUMNS, ROW), name), time_distance)
+    names = schema.names
+    parts = [_judged_csv(part, schema) if name.endswith(".csv") else
+             judged(typed_frame(part.select(*names, ROW), name, schema), schema)
              .with_columns(part["position"])
              for (name,), part in rows.group_by(FILE, maintain_order=True)]
     frame = pl.concat(parts) if parts else judged(typed_frame(
-        rows.select(*COLUMNS), ""), time_distance).with_columns(rows["position"])
+        rows.select(*names), "", schema), schema).with_columns(rows["position"])
     before = None if high_water is None else (high_water - EPOCH) // timedelta(microseconds=1)
-    frame, after = admit(frame, before, lateness, slide)
+    frame, after = admit(frame, before, lateness, slide, schema.time_column)
     bad = frame["reason"].is_not_null()
     admitted = pl.repeat(False, rows.height, eager=True).scatter(
         frame.filter(~bad)["position"], True)
-    return Verdict(admitted.to_arrow(), quarantined_rows(frame.filter(bad).to_arrow()),
+    return Verdict(admitted.to_arrow(), frame.filter(bad).select(
+        schema.quarantined.names).to_arrow().cast(schema.quarantined),
                    None if after is None else EPOCH + timedelta(microseconds=after),
                    tuple(rows[FILE].unique(maintain_order=True)))
 
@@ -186,16 +211,15 @@ class NativeJudge(Judge):
     high_water: datetime | None
     lateness: float
     slide: float
-    time_distance: float
 
     def __call__(self, rows: pa.Table) -> Verdict:
-        return admit_batch(pl.from_arrow(rows).drop("heartbeat", strict=False),
-                           high_water=self.high_water, lateness=self.lateness, slide=self.slide,
-                           time_distance=self.time_distance)
+        return admit_batch(pl.from_arrow(rows).drop("heartbeat", strict=False), self.schema,
+                           high_water=self.high_water, lateness=self.lateness, slide=self.slide)
 
     def unread(self, read) -> pa.Table:
-        return quarantined_rows(*(frame.to_arrow()
-                                  for frame in unread_files(list(self.files), set(read))))
+        return pa.concat_tables([self.schema.quarantined.empty_table(), *(
+            frame.to_arrow().cast(self.schema.quarantined)
+            for frame in unread_files(list(self.files), set(read), self.schema))])
 
 
 @dataclass(frozen=True)
@@ -204,17 +228,20 @@ class NativeFiles(Gateway):
     in Spark's ``checkpoint``."""
 
     name = "native"
-    judged = JUDGED
+    schema: StreamSchema
     directory: str
     checkpoint: str
     lateness: float
     slide: float
-    time_distance: float
+
+    @property
+    def judged(self) -> tuple[str, ...]:
+        return judged_columns(self.schema)
 
     def stream(self, spark: SparkSession) -> DataFrame:
         for name, value in WHOLE_FILES.items():
             spark.conf.set(name, value)
-        return native_stream(spark, self.directory)
+        return native_stream(spark, self.schema, self.directory)
 
     def judge(self, batch_id: int, high_water: datetime | None) -> NativeJudge:
         files = batch_files(self.checkpoint, batch_id)
@@ -222,18 +249,17 @@ class NativeFiles(Gateway):
                                  if Path(n).suffix != files[0].suffix]):
             raise TandemError(f"{strays[0]} landed in {files[0].parent}, which Spark reads as "
                               f"{files[0].suffix[1:]} files: land one format per directory")
-        return NativeJudge(tuple(files), high_water, self.lateness, self.slide,
-                           self.time_distance)
+        return NativeJudge(self.schema, tuple(files), high_water, self.lateness, self.slide)
 
 
-def unread_files(files: list[Path], read: set[str]) -> list[pl.DataFrame]:
+def unread_files(files: list[Path], read: set[str], schema: StreamSchema) -> list[pl.DataFrame]:
     """The quarantined row of every file of a batch that Spark gave no row of (``read`` are the
     names of those it did) but that holds some: Spark skips what it cannot read."""
-    return [unreadable(path, err) for path in files
-            if path.name not in read and (err := _unread(path))]
+    return [unreadable(path, err, schema) for path in files
+            if path.name not in read and (err := _unread(path, schema))]
 
 
-def _judged_csv(rows: pl.DataFrame, time_distance: float) -> pl.DataFrame:
+def _judged_csv(rows: pl.DataFrame, schema: StreamSchema) -> pl.DataFrame:
     """One CSV file's lines judged (module docstring): the judged frame with each line's
     ``position`` in the batch; a header is not in it."""
     name = rows[FILE][0]
@@ -241,18 +267,18 @@ def _judged_csv(rows: pl.DataFrame, time_distance: float) -> pl.DataFrame:
     header = int(rows[KIND][0] == HEADER)
     lines = rows.slice(header).with_columns(pl.int_range(1 + header, rows.height + 1).alias(ROW))
     if (lines[KIND] == CLEAN).all():
-        frame = judged(typed_frame(lines.select(*COLUMNS, ROW), name, row_label=""),
-                       time_distance)
+        frame = judged(typed_frame(lines.select(*schema.names, ROW), name, schema, row_label=""),
+                       schema)
         if frame["rule"].is_null().all():
             return frame.with_columns(lines["position"])
-    frame = judged(csv_frame(rows[LINE], name), time_distance)
+    frame = judged(csv_frame(rows[LINE], name, schema), schema)
     if frame.height != lines.height:  # the two tell a header line alike: they cannot differ
         raise TandemError(f"{name}: Spark's text source gave {lines.height} lines and the input "
                           f"suite reads {frame.height}: land it as Parquet, or run with "
                           "--gateway python")
     good = frame["reason"].is_null()
-    spark = lines.select(*COLUMNS).cast(STREAM).filter(good)
-    differs = ~pl.all_horizontal(pl.col(c).eq_missing(spark[c]) for c in STREAM)
+    spark = lines.select(*schema.names).cast(schema.polars).filter(good)
+    differs = ~pl.all_horizontal(pl.col(c).eq_missing(spark[c]) for c in schema.names)
     if (wrong := frame.filter(good).filter(differs)).height:
         raise TandemError(f"{wrong['origin'][0]}: Spark's CSV source reads this line otherwise "
                           "than the input suite: write its numbers as plain digits, land it as "
@@ -260,7 +286,7 @@ def _judged_csv(rows: pl.DataFrame, time_distance: float) -> pl.DataFrame:
     return frame.with_columns(lines["position"])
 
 
-def _unread(path: Path) -> Exception | None:
+def _unread(path: Path, schema: StreamSchema) -> Exception | None:
     """Why Spark read no row of a file (it skips what it cannot read), or None for a file that
     has none."""
     try:
@@ -270,5 +296,5 @@ def _unread(path: Path) -> Exception | None:
         return err
     columns = ", ".join(f"{f.name} {f.type}" for f in pq.read_schema(path))
     return ValueError(f"Spark's Parquet reader cannot read its columns ({columns}) as the "
-                      f"stream's ({SCHEMA})")
+                      f"stream's ({read_ddl(schema)})")
 

@@ -181,7 +181,7 @@ def judged_in_executors(batch: DataFrame, judge: Judge) -> DataFrame:
         admitted = admitted_rows(table, verdict)
         out = table.schema.append(pa.field(FILE_READ, pa.string())).append(
             pa.field(SUMMARY, summary_type))
-        summary = {**stream_summary(relation_rows(admitted, STREAM)),
+        summary = {**stream_summary(relation_rows(admitted, STREAM), judge.schema.time_column),
                    "high_water": verdict.high_water}
         for part in (_filled(out, admitted.num_rows, dict(zip(table.column_names,
                                                                admitted.columns, strict=True))),
@@ -195,9 +195,9 @@ def judged_in_executors(batch: DataFrame, judge: Judge) -> DataFrame:
     return batch.mapInArrow(judged, schema)
 
 
-def stream_summary(events: pa.Table) -> dict:
+def stream_summary(events: pa.Table, time_column: str) -> dict:
     """The stream's tuples, latest event time (a heartbeat's too) and first tuple's time."""
-    ts = events.column("ts")
+    ts = events.column(time_column)
     data = ts.filter(pc.invert(events.column("heartbeat")))
     return {"tuples": len(data), "latest": pc.max(ts).as_py(), "first": pc.min(data).as_py()}
 

@@ -17,12 +17,14 @@ import polars as pl
 import tomli_w
 
 from columnar.store import ColumnarStore
+from optimizer.catalog import parse_catalog
 from optimizer.logical import windows
 from optimizer.tomlfile import read_toml
 from rowstream.landing import committed_batches, landed_files, last_file_read, read_landed
 from runtime import settings
 from runtime.explain import explain
 from runtime.microbatch import exclusive, live_checkpoints, microbatch_name
+from workload.schema import StreamSchema
 
 ARCHIVE = "archive"  # subdirectory of the landing directory
 
@@ -137,14 +139,16 @@ def archive_landed(landing: Path, checkpoints: list[Path], report: CleanupReport
     return [landing / ARCHIVE / n for n in names]
 
 
-def observe(files: list[Path], catalog: dict, stream: str = "plugs") -> dict:
+def observe(files: list[Path], catalog: dict, stream: str) -> dict:
     """Statistics of ``stream`` as the files show them: its rate, the distinct values of the
     catalog's column sets, and the selectivity of the catalog's predicates that a row decides
     alone (a correlated predicate such as ``value > 0.9 * max_load`` keeps its estimate)."""
-    rows = pl.concat([read_landed(p) for p in files]).filter(pl.col("reason").is_null())
+    schema = StreamSchema.of(parse_catalog(catalog).streams[stream])
+    rows = pl.concat([read_landed(p, schema) for p in files]).filter(pl.col("reason").is_null())
     if rows.height < 2:
         return {}
-    seconds = (rows["ts"].max() - rows["ts"].min()).total_seconds()
+    ts = rows[schema.time_column]
+    seconds = (ts.max() - ts.min()).total_seconds()
     spec = catalog["streams"][stream]
     observed = {"rows": rows.height, "rate": rows.height / max(seconds, 1.0),
                 "distinct": {key: rows.select(pl.struct([c.strip() for c in key.split(",")])
@@ -163,9 +167,13 @@ def observe(files: list[Path], catalog: dict, stream: str = "plugs") -> dict:
     return observed
 
 
-def refreshed_catalog(catalog: dict, observed: dict, stream: str = "plugs") -> dict:
-    """The catalog with the observed statistics in place of its estimates."""
+def refreshed_catalog(catalog: dict, observed: dict, stream: str, base: Path) -> dict:
+    """The catalog with the observed statistics in place of its estimates; ``base``: where it
+    was read from (its landing directories are relative to it)."""
     refreshed = json.loads(json.dumps(catalog))  # a deep copy
+    for entry in refreshed["streams"].values():
+        if "landing" in entry:
+            entry["landing"] = str((base.parent / entry["landing"]).resolve())
     spec = refreshed["streams"][stream]
     spec["rate"] = observed["rate"]
     spec.setdefault("distinct", {}).update(observed["distinct"])
@@ -241,11 +249,12 @@ def cleanup(queries: list[str], *, retention: timedelta = timedelta(days=1),
         archived = archive_landed(landing, query_checkpoints, report)
         base = catalog or settings.catalog_path(settings.query_path(queries[0]))
         raw = read_toml(base, "catalog", "pass --catalog or set TANDEM_CATALOG")
-        report.statistics = observe(archived, raw) if archived else {}
+        stream = windows(explain(queries[0]).optimization.logical.root)[0].stream
+        report.statistics = observe(archived, raw, stream) if archived else {}
         if report.statistics:
             observed = settings.state_dir() / settings.OBSERVED_CATALOG
             observed.parent.mkdir(parents=True, exist_ok=True)
-            refreshed = refreshed_catalog(raw, report.statistics)
+            refreshed = refreshed_catalog(raw, report.statistics, stream, base)
             refreshed[settings.REFRESHED_FROM] = str(raw.get(settings.REFRESHED_FROM)
                                                      or base.resolve())
             observed.write_text(tomli_w.dumps(refreshed))

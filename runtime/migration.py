@@ -62,9 +62,9 @@ from rowstream.eventtime import EPOCH
 from rowstream.gateway import STREAM, Quarantined
 from rowstream.mig import BatchReport, Mig, Transfers, layout
 from runtime.explain import Explanation, explain
-from runtime.run import RunSummary, catalog_streams, default_lateness, run
+from runtime.run import RunSummary, catalog_streams, default_lateness, run, stream_schema
 from runtime.spec import RunSpec, Takeover
-from workload.smart_plugs import SmartPlugs
+from workload.smart_plugs import PLUGS_STREAM, SmartPlugs
 
 PLAN_BATCHES = 1_000_000_000  # the batch ids of a run's n-th plan start at n times this
 # Seconds to stop a plan's Spark query and start the next one's, for Moving State's cost
@@ -239,6 +239,9 @@ def run_adaptive(query: str, *, rate: float, duration: float, batch: float | Non
     refuse_unreplayable(source)
     explanation = explain(query, rate=rate, catalog=catalog, profile=profile,
                           placement=placement)
+    if (schema := stream_schema(explanation)).columns != PLUGS_STREAM.columns:
+        raise TandemError(f"an adaptive run reads the generator, which writes only the smart "
+                          f"plugs' stream: {schema.name} has other columns")
     name = name or explanation.query.stem
     for strategy in [s for _, _, s in migrate_at or []] + list(strategies):
         _check(strategy)

@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -35,7 +35,8 @@ from rowstream.session import spark_session
 from runtime.explain import Explanation, explain
 from runtime.settings import spark_log_path, spark_master
 from runtime.spec import RunSpec, Takeover
-from workload.smart_plugs import SmartPlugs, format_steps
+from workload.schema import StreamSchema
+from workload.smart_plugs import PLUGS_STREAM, SmartPlugs, format_steps
 
 _STARTING = threading.Lock()
 ENDED_GRACE = 10.0  # a generated stream waited for after its last batch, seconds
@@ -93,6 +94,8 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
     explanation = explanation or explain(spec.query, rate=spec.rate, catalog=spec.catalog,
                                          profile=spec.profile, placement=spec.placement,
                                          file_format=landing_format(spec.source))
+    schema = stream_schema(explanation)
+    spec = read_from(spec, schema, explanation)
     physical = explanation.optimization.plan
     name = spec.name or explanation.query.stem
     takeover, generated, store = spec.takeover, spec.generated, spec.store
@@ -112,7 +115,6 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
     streams = catalog_streams(explanation)
     lateness = default_lateness(streams) if spec.lateness is None else spec.lateness
     deployment = deploy(physical)
-    time_distance = min(s.time_distance for s in streams)
     checkpoint = Path(spec.checkpoint) if spec.checkpoint else default_checkpoint(store, name)
     with ColumnarStore(store) as columnar:
         # A resumed run reads the way its checkpoint's query did: Spark restores its source.
@@ -128,8 +130,8 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
             final_end = EPOCH + timedelta(microseconds=last_window_end(plugs, spec.duration, slide))
         if spec.last_end is not None:
             final_end = min(final_end or spec.last_end, spec.last_end)
-        gateway = _gateway(kind, spec, physical.logical.root, lateness=lateness,
-                           time_distance=time_distance, checkpoint=checkpoint)
+        gateway = _gateway(kind, spec, schema, physical.logical.root, lateness=lateness,
+                           checkpoint=checkpoint)
 
         with _STARTING:  # concurrent runs (tandem verify --parallel) name their queries apart
             spark = spark_session(log=spark_log_path(store), master=spark_master())
@@ -272,6 +274,31 @@ def catalog_streams(explanation: Explanation) -> list[Stream]:
     return [known[w.stream] for w in windows(explanation.optimization.logical.root)]
 
 
+def stream_schema(explanation: Explanation) -> StreamSchema:
+    """The schema of the one stream the explained query reads (its windows may read it more
+    than once)."""
+    streams = {s.name: s for s in catalog_streams(explanation)}
+    if len(streams) != 1:
+        raise TandemError(f"the query reads the streams {', '.join(streams)}: a run reads one "
+                          "stream; join windows of one stream")
+    return StreamSchema.of(next(iter(streams.values())))
+
+
+def read_from(spec: RunSpec, schema: StreamSchema, explanation: Explanation) -> RunSpec:
+    """``spec`` reading its stream where it can be read: the generator writes the smart plugs
+    only, so a run of another stream with no ``--source`` reads the landing directory its
+    catalog entry names."""
+    if not spec.generated or schema.columns == PLUGS_STREAM.columns:
+        return spec
+    landing = load_catalog(explanation.catalog).streams[schema.name].landing
+    if landing is None or not Path(landing).is_dir():
+        where = f"its landing {landing} does not exist" if landing else "its catalog entry " \
+            "names no landing directory"
+        raise TandemError(f"the generator writes only the smart plugs' stream, and {schema.name} "
+                          f"has other columns; {where}: give --source DIR")
+    return replace(spec, source=landing)
+
+
 def default_lateness(streams: list[Stream]) -> float:
     """A run's allowed lateness L unless it is given: the largest of its streams'."""
     return max(s.lateness for s in streams)
@@ -326,7 +353,7 @@ def landing_format(source: str) -> str | None:
     return native_format(source) if source != "generator" and Path(source).is_dir() else None
 
 
-def _gateway(kind: str, spec: RunSpec, root, *, lateness: float, time_distance: float,
+def _gateway(kind: str, spec: RunSpec, schema: StreamSchema, root, *, lateness: float,
              checkpoint: Path) -> Gateway:
     """The gateway of kind ``kind`` (``landing_gateway``) that reads ``spec``'s stream for a plan
     whose root is ``root``."""
@@ -337,12 +364,12 @@ def _gateway(kind: str, spec: RunSpec, root, *, lateness: float, time_distance: 
         replay = ({"begin": takeover.begin, "warmup": takeover.replay_until,
                    "warmup_span": max(takeover.replay_until - takeover.begin, slide)}
                   if takeover else {"begin": spec.begin, "warmup": spec.warmup})
-        return GeneratedStream(spec.rate, spec.duration, spec.batch or slide, slide,
+        return GeneratedStream(schema, spec.rate, spec.duration, spec.batch or slide, slide,
                                {"flush": flush, "steps": format_steps(spec.steps), **replay,
                                 **(spec.topology or {})})
     if kind == "native":
-        return NativeFiles(spec.source, str(checkpoint), lateness, slide, time_distance)
-    return LandingDirectory(spec.source, lateness, slide, time_distance,
+        return NativeFiles(schema, spec.source, str(checkpoint), lateness, slide)
+    return LandingDirectory(schema, spec.source, lateness, slide,
                             **({"start_after": takeover.start_after,
                                 "high_water": takeover.high_water} if takeover else {}))
 

@@ -26,17 +26,18 @@ import polars as pl
 import pyarrow as pa
 
 from columnar.store import ColumnarStore, schema_name
-from optimizer.catalog import DEFAULT_TIME_DISTANCE
+from optimizer.catalog import Catalog
 from optimizer.errors import TandemError
 from rowstream.expectations import (
-    INPUT,
     Expectation,
     input_parameters,
+    input_suite,
     results_suite,
     verdicts,
 )
-from rowstream.gateway import Quarantined
-from rowstream.landing import STREAM, landed_files, landed_frame, unreadable
+from rowstream.gateway import Quarantined, quarantined_rows
+from rowstream.landing import EXTRA, landed_files, landed_frame, unreadable
+from workload.schema import StreamSchema
 
 INPUT_SUITE, RESULTS_SUITE = "tandem_input", "tandem_results"
 VALIDATIONS = "validations"  # a table of the store's tandem_log
@@ -128,7 +129,8 @@ def run_suite(name: str, suite: tuple[Expectation, ...], frame: pl.DataFrame,
 def _pandas(frame: pl.DataFrame) -> pd.DataFrame:
     """pandas with nullable integers (a float64 column would round large ids) and microsecond
     timestamps (nanoseconds end in 2262)."""
-    nullable = {pa.int64(): pd.Int64Dtype(), pa.int32(): pd.Int32Dtype()}
+    nullable = {pa.int64(): pd.Int64Dtype(), pa.int32(): pd.Int32Dtype(),
+                pa.int16(): pd.Int16Dtype(), pa.bool_(): pd.BooleanDtype()}
     return frame.to_arrow().to_pandas(types_mapper=nullable.get,
                                       coerce_temporal_nanoseconds=False)
 
@@ -142,43 +144,70 @@ def first_failures(outcomes: list[Outcome], rows: int) -> pl.Series:
     return pl.Series("rule", rule, pl.String)
 
 
-def validate_file(path: Path, time_distance: float = DEFAULT_TIME_DISTANCE
-                  ) -> tuple[pl.DataFrame, list[Outcome]]:
-    """The input suite over one landed file: its rows with ``rule`` and ``reason`` (null for a
-    good row), as the gateway gives them, and each expectation's outcome."""
+def validate_file(path: Path, schema: StreamSchema) -> tuple[pl.DataFrame, list[Outcome]]:
+    """The input suite of ``schema``'s stream over one landed file: its rows with ``rule`` and
+    ``reason`` (null for a good row), as the gateway gives them, and each expectation's
+    outcome."""
     try:
-        frame = landed_frame(path)
+        frame = landed_frame(path, schema)
     except Exception as err:
-        rows = unreadable(path, err)
+        rows = unreadable(path, err, schema)
         return rows, [Outcome(rows["rule"][0], 1, [0])]
-    parameters = input_parameters(frame, time_distance)
-    outcomes = run_suite(INPUT_SUITE, INPUT, frame, {k: parameters[k] for k in ("ts_min", "ts_max")})
-    rows = verdicts(frame, INPUT, parameters, first_failures(outcomes, frame.height))
-    return rows.select(*STREAM, "reason", "rule", "origin"), outcomes
+    parameters = input_parameters(frame, schema)
+    suite = input_suite(schema)
+    outcomes = run_suite(INPUT_SUITE, suite, frame,
+                         {k: parameters[k] for k in ("ts_min", "ts_max")})
+    rows = verdicts(frame, suite, parameters, first_failures(outcomes, frame.height))
+    return rows.select(*schema.names, *EXTRA), outcomes
+
+
+def landing_stream(catalog: Catalog, directory: Path, stream: str | None = None) -> StreamSchema:
+    """The stream whose files land in ``directory``: the one named, else the catalog's stream
+    whose ``landing`` it is, else the one stream that names no landing of its own (it lands in
+    the deployment's, ``TANDEM_LANDING``)."""
+    if stream is not None:
+        if (found := catalog.stream(stream)) is None:
+            raise TandemError(f"--stream {stream}: {catalog.source} has no such stream; give one "
+                              f"of {', '.join(catalog.streams)}")
+        return StreamSchema.of(found)
+    streams = list(catalog.streams.values())
+    candidates = ([s for s in streams if s.landing and Path(s.landing).resolve() == directory]
+                  or [s for s in streams if not s.landing])
+    if len(candidates) != 1:
+        raise TandemError(f"{directory} is no stream's landing in {catalog.source}: name the "
+                          f"stream with --stream (one of {', '.join(catalog.streams)})")
+    return StreamSchema.of(candidates[0])
 
 
 def validate_landed(directory: str | Path, store: str | Path, *, catalog: str | None = None,
-                    again: bool = False, on_file=None) -> list[FileValidation]:
-    """Validate the files in ``directory`` that were not validated yet (all with ``again``):
-    their failing rows go to ``tandem_log.quarantine``, every outcome to
-    ``tandem_log.validations``. The timestamps' range is the catalog's ``time_distance``."""
+                    stream: str | None = None, query: str | None = None, again: bool = False,
+                    on_file=None) -> list[FileValidation]:
+    """Validate the files in ``directory`` that were not validated yet (all with ``again``) by
+    the input suite of their stream: ``stream``, else the stream ``query`` reads, else
+    ``landing_stream``'s. Their failing rows go to ``tandem_log.quarantine``, every outcome to
+    ``tandem_log.validations``."""
     from optimizer import load_catalog
+    from optimizer.frontend import parse_query
+    from optimizer.logical import windows
     from runtime import settings
 
     directory = Path(directory).resolve()
     if not directory.is_dir():
         raise TandemError(f"--landing {directory}: no such directory")
-    streams = load_catalog(settings.catalog_path(given=catalog)).streams.values()
-    time_distance = min(s.time_distance for s in streams)
+    query_file = settings.query_path(query) if query else None
+    known = load_catalog(settings.catalog_path(query_file, catalog))
+    if query_file and stream is None:
+        stream = windows(parse_query(query_file.read_text(), known))[0].stream
+    schema = landing_stream(known, directory, stream)
     with ColumnarStore(store) as columnar:
         done = set() if again else columnar.logged_targets(VALIDATIONS, INPUT_SUITE)
         files = [directory / f for f in landed_files(directory)
                  if str(directory / f) not in done]
         report = []
         for path in files:
-            rows, outcomes = validate_file(path, time_distance)
+            rows, outcomes = validate_file(path, schema)
             bad = rows.filter(pl.col("rule").is_not_null())
-            columnar.quarantine(bad.to_arrow(), target=str(path))
+            columnar.quarantine(quarantined_rows(schema, bad.to_arrow()), target=str(path))
             _log(columnar, INPUT_SUITE, str(path), outcomes)
             report.append(FileValidation(path.name, rows.height,
                                          Quarantined.of(bad.select("rule").to_arrow())))

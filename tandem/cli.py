@@ -37,7 +37,7 @@ ENGINE_STYLE = {"spark": "bold dark_orange", "duckdb": "bold yellow",
 
 # Arguments the commands share.
 Query = Annotated[str, typer.Argument(
-    help="A .sql file, or a name from queries/ (q1 ... q6, j2, j5, j8).")]
+    help="A .sql file, or a name from the queries folder (q1 ... q6, j2, j5, j8, a1, a2).")]
 Catalog = Annotated[str | None, typer.Option(
     help="Catalog TOML (default: catalog.toml beside the query).")]
 Profile = Annotated[str | None, typer.Option(
@@ -122,7 +122,8 @@ def explain_command(
 @app.command("generate")
 def generate_command(
     directory: Annotated[Path, typer.Argument(help="Where the files go (a landing directory).")],
-    rate: Annotated[float, typer.Option(help="Arrival rate, tuples/s.")] = 4250.0,
+    stream: Annotated[str, typer.Option(help="The example stream to write: plugs (DEBS 2014's smart plugs) or air (air-quality stations), as the catalog declares it.")] = "plugs",
+    rate: Annotated[float | None, typer.Option(help="Arrival rate, tuples/s (default: the catalog's rate of the stream).")] = None,
     duration: Annotated[float, typer.Option(help="Event time to generate, seconds.")] = 360.0,
     file_seconds: Annotated[float, typer.Option(
         min=1.0, help="Event time per file, seconds.")] = 60.0,
@@ -130,28 +131,43 @@ def generate_command(
     max_delay: Annotated[float, typer.Option(min=0.1, help="With --disorder: the longest delay, seconds.")] = 4.5,
     file_format: Annotated[str, typer.Option("--format", help="csv (DEBS 2014's, which Spark parses line by line) or parquet (typed columns, cheaper to read).")] = "csv",
 ) -> None:
-    """Write the smart-plug stream as landed files (DEBS 2014 CSV, or Parquet), for
-    `tandem run --source DIRECTORY`."""
+    """Write an example stream as landed files (CSV, DEBS 2014's for the plugs, or Parquet),
+    with the columns its catalog entry declares, for `tandem run --source DIRECTORY`."""
+    import math
+
     from rich.progress import Progress
 
     from optimizer.catalog import FILE_FORMATS
     from workload.disorder import Disorder
-    from workload.smart_plugs import SmartPlugs
+    from workload.examples import GENERATORS, generator
+    from workload.schema import StreamSchema
 
     if file_format not in FILE_FORMATS:
         raise typer.BadParameter(f"give one of {', '.join(FILE_FORMATS)}", param_hint="--format")
-    plugs = SmartPlugs(rate=rate)
-    shape = Disorder(max_delay=max_delay) if disorder else None
+    if stream not in GENERATORS:
+        raise typer.BadParameter(f"give one of {', '.join(GENERATORS)}", param_hint="--stream")
+    if disorder and stream != "plugs":
+        raise typer.BadParameter("only the plugs' generator writes out of order",
+                                 param_hint="--disorder")
+    from optimizer import load_catalog
+    from runtime.settings import catalog_path
+
+    entry = load_catalog(catalog_path()).stream(stream)
+    source = generator(stream, rate if rate is not None else entry.rate if entry else None)
+    extra = {"schema": StreamSchema.of(entry)} if entry else {}
+    if disorder:
+        extra["disorder"] = Disorder(max_delay=max_delay)
     with Progress(console=console, transient=True) as progress:
-        task = progress.add_task(f"writing {file_format} files", total=plugs.batch_count(
-            duration + (max_delay if disorder else 0.0), file_seconds))
-        paths = plugs.write_files(directory, duration, file_seconds,
-                                  on_file=lambda _: progress.advance(task), disorder=shape,
-                                  file_format=file_format)
+        task = progress.add_task(f"writing {file_format} files", total=math.ceil(
+            (duration + (max_delay if disorder else 0.0)) / file_seconds - 1e-9))
+        paths = source.write_files(directory, duration, file_seconds,
+                                   on_file=lambda _: progress.advance(task),
+                                   file_format=file_format, **extra)
     order = f", out of order by up to {max_delay:g} s" if disorder else ""
-    console.print(f"{len(paths)} files, {round(rate * duration):,} readings{order} in "
-                  f"{_short(directory)}. Run a query over them with: tandem run q1 --source "
-                  f"{_short(directory)}", highlight=False, soft_wrap=True)
+    first = "q1" if stream == "plugs" else "a1"
+    console.print(f"{len(paths)} files, {round(source.rate * duration):,} readings of {stream}"
+                  f"{order} in {_short(directory)}. Run a query over them with: tandem run "
+                  f"{first} --source {_short(directory)}", highlight=False, soft_wrap=True)
 
 
 READERS = {"generator": "the smart-plug generator (a Python data source)",
@@ -304,6 +320,7 @@ def verify_command(
     rate: Annotated[float, typer.Option(help="Rate of the small test stream, tuples/s.")] = 3.0,
     duration: Annotated[float, typer.Option(help="Event time, seconds (fills 5-minute windows).")] = 400.0,
     parallel: Annotated[int, typer.Option(help="Placements to run at once.")] = 1,
+    source: Annotated[str | None, typer.Option(help="A landing directory to verify over (default: the generator's small stream for the smart plugs, else the stream's catalog landing).")] = None,
     catalog: Catalog = None,
     profile: Profile = None,
     lateness: Lateness = None,
@@ -321,7 +338,8 @@ def verify_command(
 
     with user_errors(query):
         outcomes = verify(query, placements, rate=rate, duration=duration, parallel=parallel,
-                          catalog=catalog, profile=profile, on_outcome=show, lateness=lateness)
+                          catalog=catalog, profile=profile, on_outcome=show, lateness=lateness,
+                          source=source)
     counts = {s: sum(o.status == s for o in outcomes) for s in STATUSES}
     console.print(f"{len(outcomes)} placements: {counts['same']} same as the reference, "
                   f"{counts['different']} different, {counts['failed']} failed")
@@ -333,6 +351,7 @@ def verify_command(
 def validate_command(
     queries: Annotated[list[str] | None, typer.Argument(help="Queries whose results to check (q1 ... q6, j2, j5, j8); none: only the landed files.")] = None,
     landing: Annotated[Path | None, typer.Option(help="The landing directory (default: TANDEM_LANDING, else .tandem/landing).")] = None,
+    stream: Annotated[str | None, typer.Option(help="The stream whose files land there (default: the catalog's stream whose landing it is, else the one that names none).")] = None,
     again: Annotated[bool, typer.Option(help="Validate every landed file, also those validated before.")] = False,
     microbatch: Annotated[bool, typer.Option(help="Check the results of the micro-batch runs (tandem microbatch, the DAG).")] = False,
     catalog: Catalog = None,
@@ -354,7 +373,7 @@ def validate_command(
     problems = 0
     with user_errors(), console.status("starting Great Expectations"):
         report = validate_landed(landing or settings.landing_dir(), store, catalog=catalog,
-                                 again=again, on_file=show)
+                                 stream=stream, again=again, on_file=show)
         console.print(f"{len(report)} landed files validated; quarantined rows: "
                       f"tandem_log.quarantine in {store}.", highlight=False)
         for query in queries or []:

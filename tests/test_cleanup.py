@@ -95,7 +95,7 @@ def test_statistics_observed_in_landed_files(tmp_path):
     files = SmartPlugs(rate=40, houses=2, households_per_house=3, plugs=12).write_files(
         tmp_path, 120, file_seconds=60)
     catalog = read_toml(QUERIES / "catalog.toml", "catalog", "")
-    observed = observe(files, catalog)
+    observed = observe(files, catalog, "plugs")
     assert observed["rows"] == 40 * 120
     assert observed["rate"] == pytest.approx(40, rel=0.02)
     assert observed["distinct"]["house_id"] == 2
@@ -103,7 +103,7 @@ def test_statistics_observed_in_landed_files(tmp_path):
     assert observed["distinct"]["house_id, household_id, plug_id"] == 12
     assert observed["selectivity"]["property = 1"] == pytest.approx(0.5, abs=0.01)
     assert "value > 0.9 * max_load" not in observed["selectivity"]  # needs the query's MAX
-    refreshed = refreshed_catalog(catalog, observed)
+    refreshed = refreshed_catalog(catalog, observed, "plugs", QUERIES / "catalog.toml")
     assert refreshed["streams"]["plugs"]["rate"] == observed["rate"]
     assert refreshed["selectivity"]["value > 0.9 * max_load"] == 0.1  # the estimate stays
     assert catalog["streams"]["plugs"]["rate"] == 4250  # the catalog read is left alone

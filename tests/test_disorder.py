@@ -65,14 +65,14 @@ def frame(seconds: list[float]) -> pl.DataFrame:
 def test_a_row_at_or_before_the_watermark_of_earlier_batches_is_late():
     # High-water mark 100.0009 s, lateness 2 s: Spark's watermark is 98.000 s (whole ms).
     assert watermark(round(100.0009 * US), 2.0) == 98 * US
-    rows, high = admit(frame([97.5, 98.0, 98.0001, 101.0]), round(100.0009 * US), 2.0, 1.0)
+    rows, high = admit(frame([97.5, 98.0, 98.0001, 101.0]), round(100.0009 * US), 2.0, 1.0, "ts")
     assert rows["rule"].to_list() == [LATE, LATE, None, None]
     assert rows["reason"][0].startswith("late by 2.501 s (allowed 2.0 s): its window_end "
                                         "1970-01-01 00:01:38")
     assert high == 101 * US
     # Late rows never raise the high-water mark; the first batch has nothing to be late for.
-    assert admit(frame([50.0]), 101 * US, 2.0, 1.0)[1] == 101 * US
-    first, high = admit(frame([5.0, 1.0]), None, 0.0, 1.0)
+    assert admit(frame([50.0]), 101 * US, 2.0, 1.0, "ts")[1] == 101 * US
+    first, high = admit(frame([5.0, 1.0]), None, 0.0, 1.0, "ts")
     assert first["rule"].to_list() == [None, None] and high == 5 * US
 
 
@@ -149,7 +149,8 @@ def assert_exact_over_disorder(tmp_path, landing, catalog, profile, reliability,
         with ColumnarStore(tmp_path / f"{lateness}.duckdb") as store:
             got = pl.from_arrow(store.results(name))
             late = pl.from_arrow(store.con.sql(
-                "SELECT id FROM tandem_log.quarantine WHERE query = ? AND rule = ?",
+                "SELECT CAST(row ->> 'id' AS BIGINT) FROM tandem_log.quarantine WHERE query = ? "
+            "AND rule = ?",
                 params=[name, LATE]).to_arrow_table())
             last_end: datetime = store.con.sql(
                 f"SELECT max(last_end) FROM q_{name}.progress").fetchall()[0][0]

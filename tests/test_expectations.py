@@ -21,10 +21,12 @@ from runtime.validation import (
     validate_landed,
 )
 from tests.bad_input import plant
-from tests.conftest import QUERIES, query_sql
+from tests.conftest import QUERIES, query_sql, stream_schema
 from workload.smart_plugs import SmartPlugs
 
 TOPOLOGY = dict(houses=2, households_per_house=2, plugs=6)
+
+PLUGS = stream_schema("plugs")
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +39,8 @@ def test_great_expectations_and_the_gateway_flag_the_same_rows(planted):
     landing, expected = planted
     flagged = {}
     for name in landed_files(landing):
-        by_gx, _ = validate_file(landing / name)
-        by_gateway = read_landed(landing / name)
+        by_gx, _ = validate_file(landing / name, PLUGS)
+        by_gateway = read_landed(landing / name, PLUGS)
         assert by_gx.select("origin", "rule", "reason").equals(
             by_gateway.select("origin", "rule", "reason"))
         flagged |= dict(by_gx.filter(pl.col("rule").is_not_null())

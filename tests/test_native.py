@@ -4,6 +4,7 @@ test_bad_input and test_crash."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import polars as pl
@@ -14,7 +15,6 @@ import pytest
 from optimizer.deployment import deploy
 from optimizer.errors import TandemError
 from rowstream.eventtime import LATE
-from rowstream.gateway import COLUMNS
 from rowstream.landing import batch_files, read_landed
 from rowstream.native import (
     BLOCK,
@@ -29,8 +29,11 @@ from rowstream.native import (
     fits,
 )
 from runtime.explain import explain
+from tests.conftest import stream_schema
 
+PLUGS = stream_schema("plugs")
 T0 = datetime(2013, 9, 1)
+HOUR = replace(PLUGS, time_distance=3600.0)
 
 
 def rows(file: str, seconds: list[float], ids: list[int] | None = None,
@@ -55,9 +58,8 @@ def test_a_batch_is_judged_file_by_file_then_by_lateness(tmp_path):
         rows("a.parquet", [10.0, 11.0, 12.0], ids=[1, 2, 1]),  # id 1 twice in its file
         rows("b.parquet", [3.0, 13.0, 14.0], ids=[1, 5, 6], values=[1.0, float("nan"), 2.0]),
     ])
-    judge = NativeJudge((tmp_path / "a.parquet", tmp_path / "b.parquet", broken, empty),
-                        high_water=T0 + timedelta(seconds=9), lateness=2.0, slide=1.0,
-                        time_distance=3600.0)
+    judge = NativeJudge(HOUR, (tmp_path / "a.parquet", tmp_path / "b.parquet", broken, empty),
+                        high_water=T0 + timedelta(seconds=9), lateness=2.0, slide=1.0)
     judged = judge(batch.to_arrow())
     # b's id 1 is unique within b; its row at 3 s is at or before the watermark 7 s.
     assert judged.admitted.to_pylist() == [False, True, False, False, False, True]
@@ -75,7 +77,7 @@ def test_a_batch_is_judged_file_by_file_then_by_lateness(tmp_path):
 def csv_rows(path, blocks: list[int], kinds: list[int]) -> pl.DataFrame:
     """The lines of a CSV file as Spark's text source gives them: the file's data lines (the
     header's typed values are null), each line's block, kind and text, in Spark's order."""
-    lines = read_landed(path, 3600.0).select(*COLUMNS)
+    lines = read_landed(path, HOUR).select(*PLUGS.names)
     if kinds[0] == HEADER:
         lines = pl.concat([lines.clear(1), lines])
     return lines.with_columns(pl.lit(path.name).alias(FILE), pl.lit(None, pl.Int64).alias("row"),
@@ -95,7 +97,7 @@ def test_a_csv_file_s_lines_are_numbered_in_file_order_across_spark_s_blocks(tmp
     lines = csv_rows(path, [0, 0, 90, 90], [HEADER, CLEAN, CLEAN, CLEAN])
     # Spark's partitions are ordered by size: the second block's lines may come first.
     batch = pl.concat([lines.slice(2), lines.slice(0, 2)])
-    judged = admit_batch(batch, high_water=None, lateness=0.0, slide=1.0, time_distance=3600.0)
+    judged = admit_batch(batch, HOUR, high_water=None, lateness=0.0, slide=1.0)
     # id 1 twice in the file, lines 2 and 4 (the batch's rows 3 and 1); id 2 is line 3 (row 0).
     # The header is neither admitted nor quarantined.
     assert judged.admitted.to_pylist() == [True, False, False, False]
@@ -106,21 +108,21 @@ def test_a_csv_file_s_lines_are_numbered_in_file_order_across_spark_s_blocks(tmp
 
 def test_a_csv_file_with_a_line_spark_cannot_judge_is_judged_as_the_python_source_does(tmp_path):
     path = write_csv(tmp_path / "a.csv", [" 1 ,1377986400,1.50,1,0,0,0", "2,1377986401,x,1,0,0,0"])
-    judged = admit_batch(csv_rows(path, [0, 0, 0], [HEADER, OTHER, OTHER]),
-                         high_water=None, lateness=0.0, slide=1.0, time_distance=3600.0)
+    judged = admit_batch(csv_rows(path, [0, 0, 0], [HEADER, OTHER, OTHER]), HOUR,
+                         high_water=None, lateness=0.0, slide=1.0)
     assert judged.admitted.to_pylist() == [False, True, False]
     assert pl.from_arrow(judged.quarantined).select("origin", "reason").rows() == [
-        ("a.csv:3", "value x is not a finite number")]
+        ("a.csv:3", "value x is not a number")]
     # Spark's values of an admitted line must be the Python source's, or the batch fails.
     wrong = csv_rows(path, [0, 0, 0], [HEADER, OTHER, OTHER]).with_columns(
         pl.col("value").fill_null(0.0) * 2)
     with pytest.raises(TandemError, match="a.csv:2: Spark's CSV source reads this line otherwise"):
-        admit_batch(wrong, high_water=None, lateness=0.0, slide=1.0, time_distance=3600.0)
+        admit_batch(wrong, HOUR, high_water=None, lateness=0.0, slide=1.0)
 
 
 def test_a_batch_without_rows_keeps_the_high_water_mark():
-    judged = admit_batch(rows("a.parquet", []), high_water=T0, lateness=1.0, slide=1.0,
-                         time_distance=60.0)
+    judged = admit_batch(rows("a.parquet", []), replace(PLUGS, time_distance=60.0),
+                         high_water=T0, lateness=1.0, slide=1.0)
     assert len(judged.admitted) == 0 and judged.quarantined.num_rows == 0
     assert judged.high_water == T0
 

@@ -11,7 +11,10 @@ import pyarrow as pa
 import pytest
 
 from rowstream.landing import read_landed
+from tests.conftest import stream_schema
 from workload.smart_plugs import SCHEMA, SmartPlugs, format_steps, parse_steps
+
+PLUGS = stream_schema("plugs")
 
 
 def test_debs_shape_at_the_original_rate():
@@ -74,7 +77,7 @@ def test_csv_reads_back_as_the_stream(tmp_path):
     plugs = SmartPlugs(rate=7, houses=1, households_per_house=2, plugs=3)
     paths = plugs.write_files(tmp_path, 10, file_seconds=3)
     assert [p.name for p in paths] == sorted(p.name for p in paths)
-    landed = pl.concat([read_landed(p) for p in paths])
+    landed = pl.concat([read_landed(p, PLUGS) for p in paths])
     assert landed["reason"].null_count() == landed.height
     assert landed.select(SCHEMA.names).equals(pl.from_arrow(plugs.between(0, 10)))
 
@@ -83,7 +86,7 @@ def test_a_debs_file_without_header_keeps_its_first_line(tmp_path):
     """The original DEBS 2014 files start with a reading, not a header."""
     path = tmp_path / "sorted.csv"
     path.write_text("0,1377986401,68.451,0,11,0,0\n1,1377986401,19.272,1,11,0,0\n2,x,1,1,1,0,0\n")
-    landed = read_landed(path)
+    landed = read_landed(path, PLUGS)
     assert landed["id"].to_list() == [0, 1, 2]
     assert landed["reason"].to_list() == [None, None, "timestamp x is not a Unix time in seconds"]
     assert landed["origin"].to_list() == ["sorted.csv:1", "sorted.csv:2", "sorted.csv:3"]

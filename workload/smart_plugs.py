@@ -11,7 +11,6 @@ because every random number is a hash of (seed, what it is for).
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -22,10 +21,9 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
-from optimizer.catalog import FILE_FORMATS
 from workload.draws import uniform
+from workload.schema import StreamSchema, write_files
 
 DEBS_START = 1377986400  # 2013-09-01 00:00 CEST (22:00 UTC the day before): where DEBS 2014 starts
 HOUSES = 40
@@ -43,10 +41,12 @@ SCHEMA = pa.schema([
     ("household_id", pa.int32()),
     ("house_id", pa.int32()),
 ])
-# A landed Parquet file: the stream's columns, its timestamps UTC instants.
-PARQUET_SCHEMA = pa.schema([pa.field("ts", pa.timestamp("us", tz="UTC")) if f.name == "ts" else f
-                            for f in SCHEMA])
-CSV_HEADER = ("id", "timestamp", "value", "property", "plug_id", "household_id", "house_id")
+# The stream as the repository's catalog declares it (queries/catalog.toml; a test keeps the
+# two alike): what the writer lands when no catalog entry is handed to it.
+PLUGS_STREAM = StreamSchema(
+    "plugs", (("id", "BIGINT"), ("ts", "TIMESTAMP"), ("value", "DOUBLE"), ("property", "INTEGER"),
+              ("plug_id", "INTEGER"), ("household_id", "INTEGER"), ("house_id", "INTEGER")),
+    "ts", ("id", "timestamp", "value", "property", "plug_id", "household_id", "house_id"))
 
 if TYPE_CHECKING:
     from workload.disorder import Disorder
@@ -165,44 +165,31 @@ class SmartPlugs:
     def write_files(self, directory: str | Path, duration: float, file_seconds: float = 60.0,
                     on_file: Callable[[Path], None] | None = None,
                     disorder: Disorder | None = None, file_format: str = "csv",
-                    begin: float = 0.0) -> list[Path]:
-        """Landed files, ``file_seconds`` of event time each, named so that name order is
-        event-time order, and modified in that order too (the order Spark's file source reads
-        them in). CSV files are DEBS 2014's: timestamps are Unix seconds, with a fraction where
-        the rate puts several readings of a plug in one second. Parquet files hold the stream's
-        columns, ``ts`` a UTC timestamp. With ``disorder`` (``workload/disorder.py``) the files
-        are cut by arrival time instead and hold the readings in arrival order: a late reading
-        lands in a file after the one its event time belongs to. The event time before ``begin``
-        is not written."""
-        if file_format not in FILE_FORMATS:
-            raise ValueError(f"file format {file_format!r}: give one of {', '.join(FILE_FORMATS)}")
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
+                    begin: float = 0.0, schema: StreamSchema = PLUGS_STREAM) -> list[Path]:
+        """Landed files, ``file_seconds`` of event time each, as ``schema`` (the plugs' catalog
+        entry) says: CSV files are DEBS 2014's, timestamps Unix seconds with a fraction where
+        the rate puts several readings of a plug in one second; Parquet files hold the
+        stream's columns, ``ts`` a UTC timestamp. With ``disorder`` (``workload/disorder.py``)
+        the files are cut by arrival time instead and hold the readings in arrival order: a late
+        reading lands in a file after the one its event time belongs to. The event time before
+        ``begin`` is not written."""
         spill = disorder.max_delay if disorder else 0.0
-        paths: list[Path] = []
-        for n in range(self.batch_count(duration + spill - begin, file_seconds)):
-            first, end = begin + n * file_seconds, begin + (n + 1) * file_seconds
-            if disorder is None:
-                table = self.between(first, min(end, duration))
-            else:  # the readings that arrive in [first, end), of event time before the end
-                table = disorder.arrivals(self.between(max(first - spill, begin),
-                                                       min(end, duration)))
-                arrival = table.column("arrival")
-                table = table.filter(pc.and_(
-                    pc.greater_equal(arrival, round((self.start + first) * 1e6)),
-                    pc.less(arrival, round((self.start + end) * 1e6))))
-            path = directory / f"plugs-{self.start + int(first)}.{file_format}"
-            if file_format == "csv":
-                debs_csv(table).write_csv(path)
-            else:
-                pq.write_table(table.select(SCHEMA.names).cast(PARQUET_SCHEMA), path)
-            if paths:  # a later name is a later modification, by Spark's milliseconds too
-                mtime = max(path.stat().st_mtime_ns, paths[-1].stat().st_mtime_ns + 1_000_000)
-                os.utime(path, ns=(mtime, mtime))
-            paths.append(path)
-            if on_file:
-                on_file(path)
-        return paths
+
+        def parts() -> Iterator[tuple[str, pa.Table]]:
+            for n in range(self.batch_count(duration + spill - begin, file_seconds)):
+                first, end = begin + n * file_seconds, begin + (n + 1) * file_seconds
+                if disorder is None:
+                    table = self.between(first, min(end, duration))
+                else:  # the readings that arrive in [first, end), of event time before the end
+                    table = disorder.arrivals(self.between(max(first - spill, begin),
+                                                           min(end, duration)))
+                    arrival = table.column("arrival")
+                    table = table.filter(pc.and_(
+                        pc.greater_equal(arrival, round((self.start + first) * 1e6)),
+                        pc.less(arrival, round((self.start + end) * 1e6))))
+                yield f"plugs-{self.start + int(first)}", table
+
+        return write_files(schema, parts(), directory, file_format, on_file)
 
 
 def parse_steps(text: str) -> tuple[tuple[float, float], ...]:
@@ -220,15 +207,5 @@ def format_steps(steps: tuple[tuple[float, float], ...]) -> str:
 
 
 def debs_csv(table: pa.Table) -> pl.DataFrame:
-    """Readings as DEBS 2014 writes them (``CSV_HEADER``'s columns)."""
-    return pl.from_arrow(table).with_columns(
-        _seconds_text(pl.col("ts")).alias("timestamp")).select(CSV_HEADER)
-
-
-def _seconds_text(ts: pl.Expr) -> pl.Expr:
-    """Unix seconds as DEBS writes them, with a fraction only where there is one."""
-    micros = ts.dt.epoch("us")
-    seconds = (micros // 1_000_000).cast(pl.String)
-    fraction = (micros % 1_000_000).cast(pl.String).str.zfill(6).str.strip_chars_end("0")
-    with_fraction = pl.concat_str(seconds, pl.lit("."), fraction)
-    return pl.when(fraction == "").then(seconds).otherwise(with_fraction)
+    """Readings as DEBS 2014 writes them."""
+    return PLUGS_STREAM.csv(table.select(list(PLUGS_STREAM.names)))

@@ -30,7 +30,7 @@ LANDING = "/data/landing/sensors"  # files land here, named in event-time order
 
 with DAG(dag_id="my_hourly_load", schedule=timedelta(minutes=10), catchup=False,
          max_active_runs=1, tags=["tandem"]):
-    (ValidateLandingOperator(task_id="validate_landing", landing=LANDING)
+    (ValidateLandingOperator(task_id="validate_landing", landing=LANDING, query=QUERY)
      >> MicroBatchOperator(task_id="microbatch", query=QUERY, landing=LANDING)
      >> ValidateOperator(task_id="validate", query=QUERY, microbatch=True))
 

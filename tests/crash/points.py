@@ -148,8 +148,8 @@ def _patch_spark_reader(module: ModuleType) -> None:
 def _patch_native(module: ModuleType) -> None:
     admit_batch = module.admit_batch
 
-    def judged(frame, **options):  # the native gateway's rows, judged by its judge
-        verdict = admit_batch(frame, **options)
+    def judged(frame, *args, **options):  # the native gateway's rows, judged by its judge
+        verdict = admit_batch(frame, *args, **options)
         if frame.height:
             crash_point("file-read", frame[module.FILE][-1])
         return verdict
