@@ -1,7 +1,8 @@
-"""The Python landing gateway: a landing directory of DEBS 2014 CSV (or Parquet) files read by a
-Python streaming data source that judges every row before any Spark operator sees it: by the
-input suite (``rowstream/landing.py``) and by lateness (``rowstream/eventtime.py``). Plans with
-a stateful Spark operator below a crossing read this way; so do directories of both formats.
+"""The Python landing gateway: a landing directory of CSV or Parquet files of a stream (its
+catalog entry's ``StreamSchema``) read by a Python streaming data source that judges every row
+before any Spark operator sees it: by the input suite (``rowstream/landing.py``) and by lateness
+(``rowstream/eventtime.py``). Plans with a stateful Spark operator below a crossing read this
+way; so do directories of both formats.
 
 It is Spark's *simple* stream reader: the driver's source process reads a micro-batch's files
 once, when Spark asks how far the stream has come, and hands Spark the judged rows together with

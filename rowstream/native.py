@@ -22,10 +22,11 @@ suite's parameters are a file's.
 **CSV.** Spark's CSV source skips blank lines and numbers no line, so the quarantine could not
 name a bad line's origin; its text source gives every line, and ``_metadata.file_block_start``
 says which block of the file a line came from. Spark splits the fields and parses them, and
-marks each line ``CLEAN`` when it has the canonical grammar (plain digits, no sign or
-exponent), on which Spark's casts and the Python source's parse agree by construction. The
-judge numbers the lines (block by block, in the order Spark read them), and judges a file whose
-lines are all clean from Spark's typed values. A file with any other line, or with a line the
+marks each line ``CLEAN`` when it has the canonical grammar of the stream's types (plain
+digits, a minus sign at most, no exponent; true or false; text without blanks at its ends), on
+which Spark's casts and the Python source's parse agree by construction. The judge numbers the
+lines (block by block, in the order Spark read them), and judges a file whose lines are all
+clean from Spark's typed values. A file with any other line, or with a line the
 suite quarantines, is judged from its lines' text as the Python source judges it
 (``landing.csv_frame``), so that every rule, reason and origin is the Python source's; then
 Spark's values of the rows it admits must equal the Python source's, or the batch fails rather

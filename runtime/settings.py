@@ -95,8 +95,8 @@ def schedules() -> list[Schedule]:
     """The queries the micro-batch DAGs keep up to date, by the precedence above: those
     ``TANDEM_SCHEDULE`` lists (comma-separated), else those of tandem.toml's
     ``[schedule.<query>]`` tables, else Q1 and Q2. A query's table gives its ``landing`` and
-    ``cron``; without them it reads the landing directory (``landing_dir``) every five
-    minutes."""
+    ``cron``; without them it reads its stream's landing directory (the catalog's ``landing``,
+    else ``landing_dir``) every five minutes."""
     tables = _config().get("schedule", {})
     listed = os.environ.get("TANDEM_SCHEDULE")
     names = ([q.strip() for q in listed.split(",") if q.strip()] if listed
@@ -110,9 +110,21 @@ def schedules() -> list[Schedule]:
         if len(cron.split()) != 5 and not re.fullmatch(r"@\w+", cron):
             raise TandemError(f"{CONFIG_FILE}: [schedule.{query}] cron {cron!r} is not a cron "
                               "expression (five fields, such as \"*/5 * * * *\", or @hourly)")
-        query_path(query)  # refused here, not when the DAG first runs
-        found.append(Schedule(query, Path(table.get("landing") or landing_dir()), cron))
+        landing = table.get("landing") or stream_landing(query) or landing_dir()
+        found.append(Schedule(query, Path(landing), cron))
     return found
+
+
+def stream_landing(query: str) -> str | None:
+    """The landing directory the catalog gives the stream ``query`` reads (refused here, not
+    when a DAG first runs, if the query cannot be read)."""
+    from optimizer import load_catalog
+    from optimizer.frontend import parse_query
+    from optimizer.logical import windows
+
+    path = query_path(query)
+    catalog = load_catalog(catalog_path(path))
+    return catalog.streams[windows(parse_query(path.read_text(), catalog))[0].stream].landing
 
 
 def scheduled_by_landing() -> dict[Path, list[str]]:

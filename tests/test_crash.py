@@ -55,8 +55,8 @@ def contents(store: Path, name: str) -> tuple[pl.DataFrame, list[int]]:
     with ColumnarStore(store, read_only=True) as columnar:
         results = pl.from_arrow(columnar.results(name))
         late = [row[0] for row in columnar.con.execute(
-            "SELECT CAST(row ->> 'id' AS BIGINT) FROM tandem_log.quarantine WHERE query = ? "
-            "AND rule = ?",
+            "SELECT CAST(row ->> 'id' AS BIGINT) AS id FROM tandem_log.quarantine "
+                "WHERE query = ? AND rule = ?",
             [name, LATE]).fetchall()]
     return results, sorted(late)
 

@@ -149,8 +149,8 @@ def assert_exact_over_disorder(tmp_path, landing, catalog, profile, reliability,
         with ColumnarStore(tmp_path / f"{lateness}.duckdb") as store:
             got = pl.from_arrow(store.results(name))
             late = pl.from_arrow(store.con.sql(
-                "SELECT CAST(row ->> 'id' AS BIGINT) FROM tandem_log.quarantine WHERE query = ? "
-            "AND rule = ?",
+                "SELECT CAST(row ->> 'id' AS BIGINT) AS id FROM tandem_log.quarantine "
+                "WHERE query = ? AND rule = ?",
                 params=[name, LATE]).to_arrow_table())
             last_end: datetime = store.con.sql(
                 f"SELECT max(last_end) FROM q_{name}.progress").fetchall()[0][0]
