@@ -94,8 +94,9 @@ def read_ddl(schema: StreamSchema) -> str:
 
 
 def canonical(schema: StreamSchema) -> str:
-    """The canonical grammar of a CSV line of the stream (module docstring)."""
-    return "^" + ",".join(_CANONICAL[t] for _, t in schema.columns) + "$"
+    """The canonical grammar of a CSV line of the stream (module docstring); an empty field is a
+    missing value to both parsers."""
+    return "^" + ",".join(f"({_CANONICAL[t]})?" for _, t in schema.columns) + "$"
 # Every task reads whole files, one at a time: no file is larger.
 WHOLE_FILES = {"spark.sql.files.maxPartitionBytes": str(1 << 40),
                "spark.sql.files.openCostInBytes": str(1 << 40)}
