@@ -143,17 +143,19 @@ def observe(files: list[Path], catalog: dict, stream: str) -> dict:
     """Statistics of ``stream`` as the files show them: its rate, the distinct values of the
     catalog's column sets, and the selectivity of the catalog's predicates that a row decides
     alone (a correlated predicate such as ``value > 0.9 * max_load`` keeps its estimate)."""
-    schema = StreamSchema.of(parse_catalog(catalog).streams[stream])
+    entry = parse_catalog(catalog).streams[stream]
+    schema = StreamSchema.of(entry)
     rows = pl.concat([read_landed(p, schema) for p in files]).filter(pl.col("reason").is_null())
     if rows.height < 2:
         return {}
     ts = rows[schema.time_column]
     seconds = (ts.max() - ts.min()).total_seconds()
-    spec = catalog["streams"][stream]
+    # The column sets the catalog counts, and the stream's key: its groups are the likeliest.
+    counted = [*catalog["streams"][stream].get("distinct", {}), ", ".join(entry.key)]
     observed = {"rows": rows.height, "rate": rows.height / max(seconds, 1.0),
                 "distinct": {key: rows.select(pl.struct([c.strip() for c in key.split(",")])
                                               .n_unique()).item()
-                             for key in spec.get("distinct", {})},
+                             for key in counted if key},
                 "selectivity": {}}
     con = duckdb.connect()
     con.register("sample", rows.to_arrow())
