@@ -19,10 +19,12 @@ from pathlib import Path
 
 from rowstream.expectations import input_parameters, input_suite, verdicts
 from rowstream.landing import landed_frame
+from runtime.settings import example_stream
 from runtime.validation import INPUT_SUITE, run_suite
-from workload.smart_plugs import PLUGS_STREAM, SmartPlugs
+from workload.smart_plugs import SmartPlugs
 
-INPUT = input_suite(PLUGS_STREAM)
+PLUGS = example_stream("plugs")
+INPUT = input_suite(PLUGS)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -40,17 +42,17 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as directory:
         path = SmartPlugs(rate=args.rate).write_files(directory, 1.0, file_seconds=1.0)[0]
-        frame = landed_frame(path, PLUGS_STREAM)
-        parameters = input_parameters(frame, PLUGS_STREAM)
+        frame = landed_frame(path, PLUGS)
+        parameters = input_parameters(frame, PLUGS)
         gx_parameters = {k: parameters[k] for k in ("ts_min", "ts_max")}
 
         def checks():
-            verdicts(frame, INPUT, input_parameters(frame, PLUGS_STREAM))
+            verdicts(frame, INPUT, input_parameters(frame, PLUGS))
 
         run_suite(INPUT_SUITE, INPUT, frame.head(10), gx_parameters)  # imports and warms GX
         times = {"parse": [], "checks": [], "great_expectations": []}
         for _ in range(args.repeats):
-            times["parse"].append(timed(lambda: landed_frame(path, PLUGS_STREAM)))
+            times["parse"].append(timed(lambda: landed_frame(path, PLUGS)))
             times["checks"].append(timed(checks))
             times["great_expectations"].append(
                 timed(lambda: run_suite(INPUT_SUITE, INPUT, frame, gx_parameters)))

@@ -46,7 +46,7 @@ from rowstream.relations import utc_instants
 from runtime import settings
 from runtime.explain import Explanation
 from runtime.run import scratch
-from workload.smart_plugs import DEBS_START, PLUGS_STREAM, SmartPlugs
+from workload.smart_plugs import DEBS_START, SmartPlugs
 
 Key = tuple[str, str, str]  # (engine, function, coefficient)
 KEYS = "house_id, household_id, plug_id, window_end"
@@ -172,6 +172,9 @@ def _gateway(spark, rate: float, seconds: int, file_format: str = "parquet") -> 
     import polars as pl
 
     from rowstream.native import admit_batch, judged_columns, native_stream
+    from runtime.settings import example_stream
+
+    plugs = example_stream("plugs")
 
     rows: list[dict] = []
     left: list[float] = []  # when the last micro-batch's jobs ended
@@ -183,7 +186,7 @@ def _gateway(spark, rate: float, seconds: int, file_format: str = "parquet") -> 
         # "read" moves every row to the MIG and judges it, as the native gateway does; the
         # others differ from "scan" only in what they move.
         row["read"] = _time(lambda: admit_batch(
-            pl.from_arrow(batch.select(*judged_columns(PLUGS_STREAM)).toArrow()), PLUGS_STREAM,
+            pl.from_arrow(batch.select(*judged_columns(plugs)).toArrow()), plugs,
             high_water=None, lateness=0.0, slide=1.0))
         if file_format == "parquet":
             none = "plug_id < 0"
@@ -194,7 +197,7 @@ def _gateway(spark, rate: float, seconds: int, file_format: str = "parquet") -> 
                 .where("k < 0").toArrow())
             moved = {}
             row["transfer"] = _time(lambda: moved.update(n=store.append(
-                "calibrate", "rows", batch.where("property = 1").select(*PLUGS_STREAM.names).toArrow(),
+                "calibrate", "rows", batch.where("property = 1").select(*plugs.names).toArrow(),
                 batch_id)))
             row["moved"] = moved["n"]
         if row["tuples"]:
@@ -206,7 +209,7 @@ def _gateway(spark, rate: float, seconds: int, file_format: str = "parquet") -> 
         SmartPlugs(rate=rate).write_files(landing, seconds + 1, 1.0, file_format=file_format)
         with ColumnarStore(Path(tmp) / "c.duckdb") as store:
             store.create("calibrate", fresh=True)
-            query = (native_stream(spark, PLUGS_STREAM, str(landing)).writeStream.foreachBatch(each)
+            query = (native_stream(spark, plugs, str(landing)).writeStream.foreachBatch(each)
                      .trigger(availableNow=True)
                      .option("checkpointLocation", str(Path(tmp) / "checkpoint")).start())
             try:

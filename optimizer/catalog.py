@@ -4,7 +4,6 @@ predicate selectivities), read from a TOML catalog such as ``queries/catalog.tom
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from pathlib import Path
 
 from optimizer.errors import CatalogError
@@ -48,8 +47,10 @@ class Expectations:
     of a column must parse as its type; beyond that:"""
 
     not_null: tuple[str, ...] = ()  # columns every row must have
-    ranges: tuple[tuple[str, float | None, float | None], ...] = ()  # column, min, max (inclusive)
-    sets: tuple[tuple[str, tuple], ...] = ()  # column, the values it may take
+    # Numeric columns: column, min, max (inclusive; None: unbounded).
+    ranges: tuple[tuple[str, float | None, float | None], ...] = ()
+    # Integer, text and boolean columns: column, the values it may take.
+    sets: tuple[tuple[str, tuple], ...] = ()
     unique: tuple[tuple[str, ...], ...] = ()  # column sets no two rows of one file share
 
 
@@ -217,6 +218,9 @@ def _parse_expect(raw: dict, columns: dict[str, str], fail) -> Expectations:
             raise fail(f"gives expect.range.{c} as {bounds!r}: give {{ min = .., max = .. }}")
         if columns[c] in ("VARCHAR", "BOOLEAN"):
             raise fail(f"gives a range to {c}, a {columns[c]} column: give a set")
+        if columns[c] == "TIMESTAMP":
+            raise fail(f"gives a range to {c}, a TIMESTAMP column: the time column's range is "
+                       "time_distance around each file's median")
         try:
             low, high = (None if bounds.get(b) is None else _bound(bounds[b], columns[c])
                          for b in ("min", "max"))
@@ -230,20 +234,22 @@ def _parse_expect(raw: dict, columns: dict[str, str], fail) -> Expectations:
         _check_columns([c], columns, fail, "expect.set")
         if not isinstance(values, list) or not values:
             raise fail(f"gives expect.set.{c} as {values!r}: give a list of values")
-        kind = {"VARCHAR": str, "BOOLEAN": bool, "DOUBLE": (int, float), "REAL": (int, float)}
-        if columns[c] == "TIMESTAMP" or not all(
-                isinstance(v, kind.get(columns[c], int)) and (columns[c] == "BOOLEAN"
-                                                              or not isinstance(v, bool))
-                for v in values):
+        if columns[c] in ("TIMESTAMP", "DOUBLE", "REAL"):
+            raise fail(f"gives a set to {c}, a {columns[c]} column: give a range")
+        kind = {"VARCHAR": str, "BOOLEAN": bool}.get(columns[c], int)
+        if not all(isinstance(v, kind) and (kind is bool or not isinstance(v, bool))
+                   for v in values):
             raise fail(f"gives expect.set.{c} values that are not {columns[c]} values: {values!r}")
         sets.append((c, tuple(values)))
     return Expectations(not_null, tuple(ranges), tuple(sets), unique)
 
 
-def _bound(value, kind: str):
-    """A range's bound in its column's type (a timestamp's as given, an ISO 8601 text)."""
-    if kind == "TIMESTAMP":
-        return datetime.fromisoformat(str(value))
-    if isinstance(value, bool):
+def _bound(value, kind: str) -> float | int:
+    """A range's bound in its column's (numeric) type."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(value)
-    return float(value) if kind in ("DOUBLE", "REAL") else int(value)
+    if kind in ("DOUBLE", "REAL"):
+        return float(value)
+    if value != int(value):
+        raise ValueError(value)
+    return int(value)

@@ -34,6 +34,38 @@ from optimizer.logical import (
     source_window,
 )
 
+
+def sql_type(expression: exp.Expression, types: dict[str, exp.DataType]) -> exp.DataType:
+    """The SQL type of ``expression`` over columns of ``types`` (UNKNOWN where it cannot tell)."""
+    typed = expression.transform(lambda n: exp.cast(exp.null(), types[n.name])
+                                 if isinstance(n, exp.Column) and n.name in types else n)
+    return annotate_types(typed).type
+
+
+def column_types(node: Node, catalog: Catalog) -> dict[str, exp.DataType]:
+    """The SQL types of ``node``'s columns: its streams' declared types, carried through
+    projections, aggregates (as both engines type them: COUNT and an integer SUM are BIGINT,
+    AVG is DOUBLE) and joins."""
+    if isinstance(node, Window):
+        declared = catalog.stream(node.stream).columns
+        return {c: exp.DataType.build("TIMESTAMP") if c in WINDOW_COLUMNS
+                else exp.DataType.build(declared[c]) for c in node.columns}
+    if isinstance(node, Join):
+        return {**column_types(node.right, catalog), **column_types(node.left, catalog)}
+    inner = column_types(node.inputs[0], catalog)
+    if isinstance(node, Project):
+        return {name: sql_type(e, inner) for name, e in node.expressions}
+    if isinstance(node, Aggregate):
+        types = {k: inner[k] for k in node.group_by}
+        for a in node.aggregates:
+            kind = "DOUBLE" if a.func in ("AVG", "MEDIAN") else None
+            if a.func == "COUNT" or a.func == "SUM" and a.integer:
+                kind = "BIGINT"
+            types[a.name] = exp.DataType.build(kind) if kind else sql_type(a.arg, inner)
+        return types
+    return inner
+
+
 # Scalar expression nodes a predicate or projection may use. Everything else is refused by name.
 _SCALAR = (
     exp.Column, exp.Literal, exp.Paren, exp.Boolean, exp.Null, exp.Neg,
@@ -383,12 +415,9 @@ class _Planner:
     # -- aggregation and projection ---------------------------------------------------------
 
     def _integer(self, arg: exp.Expression, node: Node) -> bool:
-        """Whether ``arg``, over the rows of ``node``, is an integer by its stream's declared
-        types (an aggregate's output, whose type is not declared, is not known to be one)."""
-        types = {} if node.instantiated else self.catalog.stream(source_window(node).stream).columns
-        typed = arg.transform(lambda n: exp.cast(exp.null(), types[n.name])
-                              if isinstance(n, exp.Column) and n.name in types else n)
-        return annotate_types(typed).type.is_type(*exp.DataType.INTEGER_TYPES)
+        """Whether ``arg``, over the rows of ``node``, is an integer (``column_types``)."""
+        return sql_type(arg, column_types(node, self.catalog)).is_type(
+            *exp.DataType.INTEGER_TYPES)
 
     def aggregate_and_project(self, select: exp.Select, node: Node, scope: _Scope) -> Node:
         group, having = select.args.get("group"), select.args.get("having")

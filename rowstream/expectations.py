@@ -23,6 +23,7 @@ import sys
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+import numpy as np
 import polars as pl
 
 from workload.schema import StreamSchema
@@ -69,6 +70,8 @@ def _parameter(name: str) -> dict:
     return {"$PARAMETER": name}
 
 
+# The largest finite value of each float type: a range's open end (REAL's is a float32's).
+FLOAT_MAX = {"DOUBLE": sys.float_info.max, "REAL": float(np.finfo(np.float32).max)}
 _KIND = {"BIGINT": "an integer", "INTEGER": "an integer", "SMALLINT": "an integer",
          "DOUBLE": "a number", "REAL": "a number", "BOOLEAN": "true or false",
          "TIMESTAMP": "a Unix time in seconds"}
@@ -98,9 +101,9 @@ def input_suite(schema: StreamSchema) -> tuple[Expectation, ...]:
                      f"{field[c]} {{}} is not one of {', '.join(map(str, values))}",
                      raw(field[c]), column=c, value_set=list(values)) for c, values in e.sets]
     for c, low, high in e.ranges:
-        if types[c] in ("DOUBLE", "REAL"):  # a range of numbers holds no infinity
-            low = -sys.float_info.max if low is None else low
-            high = sys.float_info.max if high is None else high
+        if types[c] in FLOAT_MAX:  # a range of numbers holds no infinity
+            low = -FLOAT_MAX[types[c]] if low is None else low
+            high = FLOAT_MAX[types[c]] if high is None else high
         suite.append(expect("column_values_to_be_between", f"{field[c]} {{}} {_outside(low, high)}",
                             raw(field[c]), column=c, min_value=low, max_value=high))
     time = field[schema.time_column]
@@ -119,16 +122,17 @@ def input_suite(schema: StreamSchema) -> tuple[Expectation, ...]:
     return tuple(suite)
 
 
-def _outside(low, high) -> str:
-    """Why a value fails a range, in words."""
-    big = sys.float_info.max
-    if low is not None and high is not None and low > -big and high < big:
-        return f"lies outside [{low:g}, {high:g}]" if isinstance(low, float | int) else \
-            f"lies outside [{low}, {high}]"
-    if low is not None and low > -big:
-        return f"is below {low:g} or infinite" if high == big else f"is below {low}"
-    if high is not None and high < big:
-        return f"is above {high:g} or infinite" if low == -big else f"is above {high}"
+def _outside(low: float | None, high: float | None) -> str:
+    """Why a value fails a range, in words. A float range's open end is its type's largest
+    value, which only an infinity passes."""
+    big = min(FLOAT_MAX.values())
+    finite_low, finite_high = low is not None and low > -big, high is not None and high < big
+    if finite_low and finite_high:
+        return f"lies outside [{low:g}, {high:g}]"
+    if finite_low:
+        return f"is below {low:g}" + (" or infinite" if high is not None else "")
+    if finite_high:
+        return f"is above {high:g}" + (" or infinite" if low is not None else "")
     return "is infinite"
 
 

@@ -116,10 +116,9 @@ def last_window_end(plugs, duration: float, slide: float) -> int:
 def _good(schema: StreamSchema, table: pa.Table) -> pa.Table:
     """Rows of the stream as a source gives them: neither heartbeats nor quarantined."""
     n = table.num_rows
-    return (table.select(list(schema.names)).append_column("heartbeat", pa.array([False] * n))
-            .append_column("reason", pa.nulls(n, pa.string()))
-            .append_column("rule", pa.nulls(n, pa.string()))
-            .append_column("origin", pa.nulls(n, pa.string()))).cast(schema.rows)
+    return pa.table({f.name: table.column(f.name) if f.name in schema.names else
+                     pa.array([False] * n) if f.name == "heartbeat" else pa.nulls(n, f.type)
+                     for f in schema.rows}).cast(schema.rows)
 
 
 class SmartPlugSource(DataSource):

@@ -39,8 +39,11 @@ from workload.schema import FLOATS, POLARS, StreamSchema
 
 SUFFIXES = (".csv", ".parquet")
 UNREADABLE = "unreadable"  # a whole file that cannot be read: the suites never see its rows
-EXTRA = ("reason", "rule", "origin")
+EXTRA = ("reason", "rule", "origin")  # a landed row's verdict and where it came from
 ROW = "row"  # a row's number in its file, from 1 (a CSV file's line number)
+# The blanks around a CSV field that are not part of it: Java's \s, which the native gateway's
+# Spark side strips too (rowstream/native.py).
+BLANKS = " \t\n\r\x0b\x0c"
 _LINE_END = re.compile(r"\r\n|\r|\n")
 
 
@@ -103,12 +106,11 @@ def is_header(line: str, schema: StreamSchema) -> bool:
 def csv_frame(lines: pl.Series, name: str, schema: StreamSchema) -> pl.DataFrame:
     """The landed frame of the CSV file ``name`` from its lines, in order (the native gateway
     has them from Spark's text source). A header line, where there is one, is not a row."""
-    if lines.len() and lines[0].startswith("\ufeff"):  # a byte-order mark is not text of it
-        lines = pl.Series("line", [lines[0][1:]], pl.String).append(lines.slice(1))
+    lines = lines.str.strip_prefix("\ufeff")  # a byte-order mark is not text of its line
     header = bool(lines.len()) and is_header(lines[0], schema)
     lines = lines.slice(int(header))
     frame = pl.DataFrame({"fields": lines.str.split(",")}).with_row_index("n", offset=1 + header)
-    raw = {f: pl.col("fields").list.get(i, null_on_oob=True).str.strip_chars()
+    raw = {f: pl.col("fields").list.get(i, null_on_oob=True).str.strip_chars(BLANKS)
            for i, f in enumerate(schema.fields)}
     raw = {f: pl.when(text != "").then(text) for f, text in raw.items()}
     parsed = {c: parse_text(raw[f], t) for (c, t), f in zip(schema.columns, schema.fields,
@@ -163,8 +165,8 @@ def typed_frame(rows: pl.DataFrame, name: str, schema: StreamSchema,
     present = {c: pl.col(c) if c in frame.columns else pl.lit(None) for c in types}
 
     def typed(c: str) -> pl.Expr:
-        if c in frame.columns and frame.schema[c] == pl.String:  # text: parse it as CSV's
-            return parse_text(pl.col(c).str.strip_chars(), types[c])
+        if c in frame.columns and frame.schema[c] == pl.String and types[c] != "VARCHAR":
+            return parse_text(pl.col(c).str.strip_chars(BLANKS), types[c])  # as CSV's text
         return present[c].cast(schema.polars[c], strict=False)
 
     return frame.select(

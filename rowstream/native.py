@@ -54,6 +54,7 @@ from optimizer.errors import TandemError
 from rowstream.eventtime import EPOCH, admit
 from rowstream.gateway import Gateway, Judge, Verdict
 from rowstream.landing import (
+    EXTRA,
     ROW,
     batch_files,
     csv_frame,
@@ -62,7 +63,7 @@ from rowstream.landing import (
     typed_frame,
     unreadable,
 )
-from workload.schema import INTEGERS, StreamSchema
+from workload.schema import StreamSchema
 
 FILE = "file"  # the name of the file a row came from
 BLOCK = "block"  # CSV: the byte offset of the block of the file Spark read the line in
@@ -70,12 +71,16 @@ KIND = "kind"  # CSV: CLEAN, HEADER or OTHER (module docstring)
 CLEAN, HEADER, OTHER = 0, 1, 2
 LINE = "line"  # CSV: the line's text
 
-# The canonical grammar of each type (module docstring): few enough digits that no cast or
-# product overflows; no blanks around a value, a text included.
+# The canonical grammar of each type (module docstring): few enough digits that no integer cast
+# or product overflows; no blanks around a value, a text included.
 _CANONICAL = {"BIGINT": "-?(0|[1-9][0-9]{0,17})", "INTEGER": "-?(0|[1-9][0-9]{0,8})",
               "SMALLINT": "-?(0|[1-9][0-9]{0,3})", "DOUBLE": "-?[0-9]+(\\.[0-9]+)?",
               "REAL": "-?[0-9]+(\\.[0-9]+)?", "BOOLEAN": "(true|false)",
-              "TIMESTAMP": "[0-9]{1,12}(\\.[0-9]+)?", "VARCHAR": "([^,\\s]([^,]*[^,\\s])?)?"}
+              "TIMESTAMP": "[0-9]{1,12}(\\.[0-9]+)?", "VARCHAR": "[^,\\s]([^,]*[^,\\s])?"}
+
+
+# The types Spark's Parquet source reads a stream's numbers as (read_ddl).
+WIDE = {"BIGINT": "BIGINT", "INTEGER": "BIGINT", "SMALLINT": "BIGINT", "REAL": "DOUBLE"}
 
 
 def judged_columns(schema: StreamSchema) -> tuple[str, ...]:
@@ -85,12 +90,12 @@ def judged_columns(schema: StreamSchema) -> tuple[str, ...]:
 
 
 def read_ddl(schema: StreamSchema) -> str:
-    """The schema Spark's Parquet source reads with. Integers are read as BIGINT: Spark widens a
-    file's narrower integers to it, and a file written with 64-bit integers (pandas' default)
-    is then readable too. They become the stream's type (null beyond its range, which the input
-    suite then quarantines)."""
-    return ", ".join(f"{c} {'BIGINT' if t in INTEGERS else schema.spark_type(c)}"
-                     for c, t in schema.columns)
+    """The schema Spark's Parquet source reads with. Integers are read as BIGINT and REALs as
+    DOUBLE (``WIDE``): Spark widens a file's narrower numbers to them, and a file written with
+    64-bit numbers (pandas' default) is then readable too, as the Python source reads it. They
+    become the stream's type (an integer null beyond its range, which the input suite then
+    quarantines; a double rounded once to a float)."""
+    return ", ".join(f"{c} {WIDE.get(t, schema.spark_type(c))}" for c, t in schema.columns)
 
 
 def canonical(schema: StreamSchema) -> str:
@@ -129,20 +134,21 @@ def native_stream(spark: SparkSession, schema: StreamSchema, directory: str, *,
         rows = (reader.schema(read_ddl(schema)).option("pathGlobFilter", "*.parquet")
                 .option("ignoreCorruptFiles", "true").parquet(path)
                 .select(*[F.col(c).try_cast(schema.spark_type(c)).alias(c)
-                          if t in INTEGERS and t != "BIGINT" else c for c, t in schema.columns],
+                          if t in WIDE and WIDE[t] != schema.spark_type(c) else c
+                          for c, t in schema.columns],
                         F.col("_metadata.file_name").alias(FILE),
                         (F.col("_metadata.row_index") + 1).alias(ROW),
                         F.lit(None).cast("long").alias(BLOCK),
                         F.lit(None).cast("tinyint").alias(KIND),
                         F.lit(None).cast("string").alias(LINE)))
     return rows.select(*judged_columns(schema), F.lit(False).alias("heartbeat"),
-                       *[F.lit(None).cast("string").alias(c) for c in ("reason", "rule", "origin")])
+                       *[F.lit(None).cast("string").alias(c) for c in EXTRA])
 
 
 def _csv_rows(lines: DataFrame, schema: StreamSchema) -> DataFrame:
     """The lines of the stream's CSV files parsed by Spark (``landing.parse_text`` says how the
     Python source parses them; on canonical lines the two agree)."""
-    line = F.col("value")
+    line = F.regexp_replace(F.col("value"), "^\ufeff", "")  # as landing.csv_frame drops it
     fields = F.split(line, ",")
     # Spark's casts ignore the blanks around a number, as the Python source does.
     field = {c: F.get(fields, i) for i, c in enumerate(schema.names)}
@@ -172,8 +178,9 @@ def _typed(text, kind: str):
     if kind == "BOOLEAN":
         word = F.lower(F.trim(text))
         return F.when(word == "true", True).when(word == "false", False)
-    if kind == "VARCHAR":
-        return F.when(F.trim(text) != "", F.trim(text))
+    if kind == "VARCHAR":  # without the blanks landing.BLANKS names
+        stripped = F.regexp_replace(text, r"^[ \t\n\r\x0B\f]+|[ \t\n\r\x0B\f]+$", "")
+        return F.when(stripped != "", stripped)
     if kind == "REAL":  # a double, rounded once to a float, as the Python source does
         return text.try_cast("double").cast("float")
     return text.try_cast({"BIGINT": "bigint", "INTEGER": "int", "SMALLINT": "smallint",

@@ -63,9 +63,9 @@ def purge_store(store: ColumnarStore, retention: timedelta, longest_window: time
     The MIG purges state as windows close; this catches what a stopped query left behind."""
     tables = store.con.sql("SELECT schema_name, table_name FROM duckdb_tables() "
                            "WHERE schema_name LIKE 'q\\_%' ESCAPE '\\'").fetchall()
-    columns = {(s, t): {c for (c,) in store.con.execute(
-        "SELECT column_name FROM duckdb_columns() WHERE schema_name = ? AND table_name = ?",
-        [s, t]).fetchall()} for s, t in tables}
+    columns = {(s, t): dict(store.con.execute(
+        "SELECT column_name, data_type FROM duckdb_columns() WHERE schema_name = ? AND "
+        "table_name = ?", [s, t]).fetchall()) for s, t in tables}
     for schema in sorted({s for s, _ in tables}):
         if (schema, "progress") not in columns:
             continue
@@ -80,7 +80,10 @@ def purge_store(store: ColumnarStore, retention: timedelta, longest_window: time
         for (s, table), names in columns.items():
             if s != schema or table in ("progress", "quarantine", "window_ends"):
                 continue
-            column = "window_end" if "window_end" in names else "ts" if "ts" in names else None
+            # A crossing's rows carry the stream's time column, its only TIMESTAMP (a stream
+            # with several is left to the MIG's own purge).
+            times = [c for c, kind in names.items() if kind == "TIMESTAMP"]
+            column = "window_end" if "window_end" in names else times[0] if len(times) == 1 else None
             if column is None:  # pane tables: the MIG keeps them to the open windows
                 continue
             cutoff = latest - (retention if table == "results" else max(retention, longest_window))

@@ -91,11 +91,16 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
     if spec.spark_design not in SPARK_DESIGNS and spec.spark_design not in WHOLE_PLAN:
         raise TandemError(f"Spark design {spec.spark_design!r}: give one of "
                           f"{', '.join(SPARK_DESIGNS)}")
+    given = explanation
     explanation = explanation or explain(spec.query, rate=spec.rate, catalog=spec.catalog,
                                          profile=spec.profile, placement=spec.placement,
                                          file_format=landing_format(spec.source))
     schema = stream_schema(explanation)
-    spec = read_from(spec, schema, explanation)
+    source, spec = spec.source, read_from(spec, schema, explanation)
+    if given is None and spec.source != source:  # priced by the format of what it reads
+        explanation = explain(spec.query, rate=spec.rate, catalog=spec.catalog,
+                              profile=spec.profile, placement=spec.placement,
+                              file_format=landing_format(spec.source))
     physical = explanation.optimization.plan
     name = spec.name or explanation.query.stem
     takeover, generated, store = spec.takeover, spec.generated, spec.store
@@ -290,7 +295,7 @@ def read_from(spec: RunSpec, schema: StreamSchema, explanation: Explanation) -> 
     catalog entry names."""
     if not spec.generated or schema.columns == PLUGS_STREAM.columns:
         return spec
-    landing = load_catalog(explanation.catalog).streams[schema.name].landing
+    landing = next(s.landing for s in catalog_streams(explanation) if s.name == schema.name)
     if landing is None or not Path(landing).is_dir():
         where = f"its landing {landing} does not exist" if landing else "its catalog entry " \
             "names no landing directory"

@@ -8,9 +8,13 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from optimizer.errors import TandemError
 from optimizer.profile import DEFAULT_PROFILE
+
+if TYPE_CHECKING:
+    from workload.schema import StreamSchema
 
 CONFIG_FILE = "tandem.toml"
 CALIBRATED_PROFILE = Path(".tandem/profile.toml")  # written by `tandem calibrate`
@@ -113,6 +117,14 @@ def schedules() -> list[Schedule]:
         landing = table.get("landing") or stream_landing(query) or landing_dir()
         found.append(Schedule(query, Path(landing), cron))
     return found
+
+
+def example_stream(name: str) -> StreamSchema:
+    """The repository catalog's stream ``name`` (``plugs``, ``air``): what the benchmarks run."""
+    from optimizer import load_catalog
+    from workload.schema import StreamSchema
+
+    return StreamSchema.of(load_catalog(REPOSITORY_QUERIES / "catalog.toml").streams[name])
 
 
 def stream_landing(query: str) -> str | None:

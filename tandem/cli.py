@@ -150,11 +150,12 @@ def generate_command(
         raise typer.BadParameter("only the plugs' generator writes out of order",
                                  param_hint="--disorder")
     from optimizer import load_catalog
-    from runtime.settings import catalog_path
+    from runtime.settings import REPOSITORY_QUERIES, catalog_path
 
-    entry = load_catalog(catalog_path()).stream(stream)
-    source = generator(stream, rate if rate is not None else entry.rate if entry else None)
-    extra = {"schema": StreamSchema.of(entry)} if entry else {}
+    entry = load_catalog(catalog_path()).stream(stream) or load_catalog(
+        REPOSITORY_QUERIES / "catalog.toml").streams[stream]  # a catalog of one's own lacks it
+    source = generator(stream, entry.rate if rate is None else rate)
+    extra: dict = {"schema": StreamSchema.of(entry)}
     if disorder:
         extra["disorder"] = Disorder(max_delay=max_delay)
     with Progress(console=console, transient=True) as progress:

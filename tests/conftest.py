@@ -17,7 +17,6 @@ import polars as pl
 import pytest
 
 from optimizer import load_catalog, load_profile
-from workload.schema import StreamSchema
 
 # pytest-xdist's workers run under execnet, whose __main__ has neither a file nor a spec:
 # pyspark.sql.connect (Great Expectations imports it) takes that for a doctest run and exits.
@@ -95,11 +94,6 @@ def lost_and_duplicated(got: pl.DataFrame, want: pl.DataFrame) -> tuple[int, int
     keys = [c for c, t in want.schema.items() if not t.is_float()]
     lost = want.select(keys).join(got.select(keys), on=keys, how="anti", nulls_equal=True).height
     return lost, got.height - got.select(keys).unique().height
-
-
-def stream_schema(name: str) -> StreamSchema:
-    """The repository catalog's stream ``name`` (queries/catalog.toml), as the gateways read it."""
-    return StreamSchema.of(load_catalog(QUERIES / "catalog.toml").streams[name])
 
 
 def query_sql(name: str) -> str:

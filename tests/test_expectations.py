@@ -13,6 +13,7 @@ from optimizer import optimize
 from optimizer.keys import count_columns, result_keys
 from rowstream.expectations import results_suite
 from rowstream.landing import landed_files, read_landed
+from runtime.settings import example_stream
 from runtime.validation import (
     RESULTS_SUITE,
     first_failures,
@@ -21,12 +22,12 @@ from runtime.validation import (
     validate_landed,
 )
 from tests.bad_input import plant
-from tests.conftest import QUERIES, query_sql, stream_schema
+from tests.conftest import QUERIES, query_sql
 from workload.smart_plugs import SmartPlugs
 
 TOPOLOGY = dict(houses=2, households_per_house=2, plugs=6)
 
-PLUGS = stream_schema("plugs")
+PLUGS = example_stream("plugs")
 
 
 @pytest.fixture(scope="module")

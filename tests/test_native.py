@@ -29,9 +29,9 @@ from rowstream.native import (
     fits,
 )
 from runtime.explain import explain
-from tests.conftest import stream_schema
+from runtime.settings import example_stream
 
-PLUGS = stream_schema("plugs")
+PLUGS = example_stream("plugs")
 T0 = datetime(2013, 9, 1)
 HOUR = replace(PLUGS, time_distance=3600.0)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import tomllib
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import polars as pl
@@ -19,19 +20,19 @@ from optimizer.errors import CatalogError
 from rowstream.expectations import input_suite
 from rowstream.gateway import quarantined_rows
 from rowstream.landing import read_landed
+from runtime.settings import example_stream
 from runtime.validation import landing_stream, validate_file
-from tests.conftest import stream_schema
 from workload.air_quality import AIR, AirQuality
 from workload.schema import StreamSchema
 from workload.smart_plugs import PLUGS_STREAM
 
-AIR_ENTRY = stream_schema("air")
+AIR_ENTRY = example_stream("air")
 T = datetime(2024, 3, 1, 0, 5, tzinfo=UTC)
 
 
 def test_the_example_streams_entries_are_what_their_generators_write():
     for generated, name in ((PLUGS_STREAM, "plugs"), (AIR, "air")):
-        entry = stream_schema(name)
+        entry = example_stream(name)
         assert (entry.columns, entry.time_column, entry.fields) == (
             generated.columns, generated.time_column, generated.fields)
     assert AirQuality(rate=2).between(0, 60).schema == AIR.arrow
@@ -158,3 +159,14 @@ def test_a_scheduled_query_reads_its_stream_s_landing_unless_told_otherwise(monk
     air, plugs = settings.schedules()
     assert air.landing.resolve() == ROOT / "landing" / "air"  # queries/catalog.toml's "../landing/air"
     assert plugs.landing == settings.landing_dir()  # plugs name none: the deployment's
+
+
+def test_an_open_range_of_a_real_column_holds_no_infinity(tmp_path):
+    schema = replace(AIR_ENTRY, expect=replace(AIR_ENTRY.expect, ranges=(("pm25", 0.0, None),)))
+    path = tmp_path / "air-3.csv"
+    path.write_text("ST-001,1709251200,inf,40,false\nST-002,1709251200,3e38,40,false\n")
+    rows = read_landed(path, schema)
+    by_gx, _ = validate_file(path, schema)
+    assert rows.select("rule", "reason").rows() == by_gx.select("rule", "reason").rows() == [
+        ("expect_column_values_to_be_between(pm25)", "pm25 inf is below 0 or infinite"),
+        (None, None)]

@@ -11,10 +11,10 @@ import pyarrow as pa
 import pytest
 
 from rowstream.landing import read_landed
-from tests.conftest import stream_schema
+from runtime.settings import example_stream
 from workload.smart_plugs import SCHEMA, SmartPlugs, format_steps, parse_steps
 
-PLUGS = stream_schema("plugs")
+PLUGS = example_stream("plugs")
 
 
 def test_debs_shape_at_the_original_rate():

@@ -4,22 +4,14 @@ in ``queries/catalog.toml``; a stream of a user's own needs no generator, only a
 
 from __future__ import annotations
 
-from workload.air_quality import AIR, AirQuality
-from workload.schema import StreamSchema
-from workload.smart_plugs import PLUGS_STREAM, SmartPlugs
+from workload.air_quality import AirQuality
+from workload.smart_plugs import SmartPlugs
 
-GENERATORS = {"plugs": (SmartPlugs, PLUGS_STREAM, 4250.0), "air": (AirQuality, AIR, 2.0)}
+GENERATORS = {"plugs": SmartPlugs, "air": AirQuality}
 
 
-def generator(stream: str, rate: float | None = None) -> SmartPlugs | AirQuality:
-    """The generator of the example ``stream`` at ``rate`` tuples/s (its catalog rate by
-    default)."""
+def generator(stream: str, rate: float) -> SmartPlugs | AirQuality:
+    """The generator of the example ``stream`` at ``rate`` tuples/s."""
     if stream not in GENERATORS:
         raise ValueError(f"no generator writes {stream!r}: give one of {', '.join(GENERATORS)}")
-    kind, _, default = GENERATORS[stream]
-    return kind(rate=default if rate is None else rate)
-
-
-def generated_schema(stream: str) -> StreamSchema:
-    """The schema the example ``stream``'s generator writes when no catalog entry is given."""
-    return GENERATORS[stream][1]
+    return GENERATORS[stream](rate=rate)

@@ -23,7 +23,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from optimizer.catalog import FILE_FORMATS, Expectations, Stream
+from optimizer.catalog import DEFAULT_TIME_DISTANCE, FILE_FORMATS, Expectations, Stream
 
 _ARROW = {"BIGINT": pa.int64(), "INTEGER": pa.int32(), "SMALLINT": pa.int16(),
           "DOUBLE": pa.float64(), "REAL": pa.float32(), "BOOLEAN": pa.bool_(),
@@ -33,7 +33,6 @@ POLARS = {"BIGINT": pl.Int64, "INTEGER": pl.Int32, "SMALLINT": pl.Int16, "DOUBLE
            "TIMESTAMP": pl.Datetime("us")}
 _SPARK = {"BIGINT": "BIGINT", "INTEGER": "INT", "SMALLINT": "SMALLINT", "DOUBLE": "DOUBLE",
           "REAL": "FLOAT", "BOOLEAN": "BOOLEAN", "VARCHAR": "STRING", "TIMESTAMP": "TIMESTAMP"}
-INTEGERS = ("BIGINT", "INTEGER", "SMALLINT")
 FLOATS = ("DOUBLE", "REAL")
 # What every row at the gateway carries beside the stream's columns: punctuation that moves event
 # time (rowstream/dsps.py), and for a row its source quarantined, why and where it came from.
@@ -51,7 +50,8 @@ class StreamSchema:
     time_column: str
     fields: tuple[str, ...]  # a CSV file's header: one name per column
     expect: Expectations = Expectations()
-    time_distance: float = 86_400.0  # seconds; the input suite's range around a file's median
+    time_distance: float = DEFAULT_TIME_DISTANCE  # seconds; the input suite's range around a
+    # file's median
 
     @classmethod
     def of(cls, stream: Stream) -> StreamSchema:
@@ -91,12 +91,11 @@ class StreamSchema:
     def polars(self) -> dict[str, pl.DataType]:
         return {c: POLARS[t] for c, t in self.columns}
 
-    def spark_ddl(self, *, extra: bool = True) -> str:
-        """Spark's schema of the stream's rows (with ``EXTRA``)."""
-        columns = [f"{c} {_SPARK[t]}" for c, t in self.columns]
-        if extra:
-            columns += ["heartbeat BOOLEAN", "reason STRING", "rule STRING", "origin STRING"]
-        return ", ".join(columns)
+    def spark_ddl(self) -> str:
+        """Spark's schema of the stream's rows (``rows``)."""
+        extra = {pa.bool_(): "BOOLEAN", pa.string(): "STRING"}
+        return ", ".join([*(f"{c} {_SPARK[t]}" for c, t in self.columns),
+                          *(f"{name} {extra[kind]}" for name, kind in EXTRA)])
 
     def spark_type(self, column: str) -> str:
         return _SPARK[self.types[column]]
