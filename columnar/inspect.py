@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import sqlglot
 from sqlglot import exp
 
@@ -47,6 +48,11 @@ class Answer:
     columns: list[str]
     rows: list[tuple]
     truncated: bool  # more than ROW_LIMIT rows
+
+
+def _real(value: float | None) -> float | None:
+    """A REAL as it was stored, in its shortest digits (5.4, not the double 5.400000095...)."""
+    return None if value is None else float(str(np.float32(value)))
 
 
 def check_read_only(sql: str) -> str:
@@ -92,7 +98,9 @@ def read_only_query(store: str | Path, sql: str, limit: int = ROW_LIMIT,
     try:
         relation = con.sql(sql)
         columns = relation.columns
-        rows = relation.limit(limit + 1).fetchall()
+        reals = {i for i, kind in enumerate(relation.types) if str(kind) == "FLOAT"}
+        rows = [tuple(_real(v) if i in reals else v for i, v in enumerate(row))
+                for row in relation.limit(limit + 1).fetchall()]
     except duckdb.InterruptException:
         raise Refused(f"stopped after {timeout:g} s, the console's limit: narrow the query "
                       "(a WHERE, an aggregate) or run it with the duckdb CLI") from None

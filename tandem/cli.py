@@ -351,7 +351,7 @@ def verify_command(
 @app.command("validate")
 def validate_command(
     queries: Annotated[list[str] | None, typer.Argument(help="Queries whose results to check (q1 ... q6, j2, j5, j8); none: only the landed files.")] = None,
-    landing: Annotated[Path | None, typer.Option(help="The landing directory (default: TANDEM_LANDING, else .tandem/landing).")] = None,
+    landing: Annotated[Path | None, typer.Option(help="The landing directory (default: the first QUERY's stream's catalog landing, else TANDEM_LANDING, else .tandem/landing).")] = None,
     stream: Annotated[str | None, typer.Option(help="The stream whose files land there (default: the catalog's stream whose landing it is, else the one that names none).")] = None,
     again: Annotated[bool, typer.Option(help="Validate every landed file, also those validated before.")] = False,
     microbatch: Annotated[bool, typer.Option(help="Check the results of the micro-batch runs (tandem microbatch, the DAG).")] = False,
@@ -373,8 +373,11 @@ def validate_command(
 
     problems = 0
     with user_errors(), console.status("starting Great Expectations"):
-        report = validate_landed(landing or settings.landing_dir(), store, catalog=catalog,
-                                 stream=stream, again=again, on_file=show)
+        # The files of the first query's stream, unless told otherwise.
+        first = (queries or [None])[0]
+        landing = landing or (first and settings.stream_landing(first)) or settings.landing_dir()
+        report = validate_landed(landing, store, catalog=catalog, stream=stream,
+                                 query=None if stream else first, again=again, on_file=show)
         console.print(f"{len(report)} landed files validated; quarantined rows: "
                       f"tandem_log.quarantine in {store}.", highlight=False)
         for query in queries or []:
