@@ -9,7 +9,7 @@
 * ``validate_results`` runs the results suite over a query's result table.
 
 Every expectation's outcome is kept in ``tandem_log.validations`` (the Tandem page shows it).
-Great Expectations takes about 1.9 s per 100,000 rows here, too slow for a 1-second micro-batch:
+Great Expectations takes about 0.9 s per 100,000 rows here, too slow for a 1-second micro-batch:
 ``bench/validation_overhead.py`` measures both paths.
 """
 
