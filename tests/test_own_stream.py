@@ -3,7 +3,8 @@ folder outside the repository (``TANDEM_QUERIES``) declare air-quality readings 
 column, type or key with the smart plugs, and their files land in the catalog's landing
 directory with bad rows among them. ``explain``, ``run``, ``verify``, ``validate``, the
 micro-batch DAG and the page's overview all work; every placement gives the reference's rows;
-the bad rows go to the quarantine by the stream's own expectations."""
+the bad rows go to the quarantine by the stream's own expectations. The repository's A2 over
+the example air stream gives the reference's rows under every placement too."""
 
 from __future__ import annotations
 
@@ -150,3 +151,12 @@ def test_the_micro_batch_dag_and_the_page_serve_the_user_s_query(
     assert "readings" in inspection.queries()
     page = inspection.overview("readings")
     assert page.db_ops and "sensors" in page.sql
+
+
+def test_the_repository_s_air_queries_give_the_reference_s_rows(tmp_path):
+    """A2 over the example air stream: a TUMBLE window, an integer SUM (BIGINT in both
+    engines) and the AVG of a column with gaps, under every placement."""
+    AirQuality(rate=2).write_files(tmp_path, 2700, 900)
+    outcomes = verify("a2", "3", source=str(tmp_path))
+    assert {o.status for o in outcomes} == {"same"} and all(o.rows > 0 for o in outcomes), \
+        [o.detail for o in outcomes if o.status != "same"]
