@@ -50,8 +50,8 @@ class StreamSchema:
     time_column: str
     fields: tuple[str, ...]  # a CSV file's header: one name per column
     expect: Expectations = Expectations()
-    time_distance: float = DEFAULT_TIME_DISTANCE  # seconds; the input suite's range around a
-    # file's median
+    # Seconds: how far from its file's median event time a row's may lie (the input suite).
+    time_distance: float = DEFAULT_TIME_DISTANCE
 
     @classmethod
     def of(cls, stream: Stream) -> StreamSchema:
@@ -101,7 +101,7 @@ class StreamSchema:
         return _SPARK[self.types[column]]
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), default=str)
+        return json.dumps(asdict(self))
 
     @classmethod
     def from_json(cls, text: str) -> StreamSchema:
