@@ -34,6 +34,7 @@ errors = Console(stderr=True)
 
 ENGINE_STYLE = {"spark": "bold dark_orange", "duckdb": "bold yellow",
                 "duckdb-partitioned": "bold green"}
+SHORT_ENGINE = {"spark": "s", "duckdb": "d", "duckdb-partitioned": "p"}  # verify's lines
 
 # Arguments the commands share.
 Query = Annotated[str, typer.Argument(
@@ -330,7 +331,7 @@ def verify_command(
     from benchmarking.verify import STATUSES, verify
 
     def show(outcome) -> None:
-        placed = ",".join(f"{op}={e[0]}" for op, e in outcome.placement.items())
+        placed = ",".join(f"{op}={SHORT_ENGINE[e]}" for op, e in outcome.placement.items())
         style = {"same": "green", "different": "red", "failed": "yellow"}[outcome.status]
         console.print(f"[{style}]{outcome.status:>12}[/]  {placed}  {outcome.rows} rows",
                       highlight=False)
