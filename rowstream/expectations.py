@@ -19,6 +19,7 @@ files are grouped into micro-batches.
 
 from __future__ import annotations
 
+import functools
 import sys
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -77,6 +78,7 @@ _KIND = {"BIGINT": "an integer", "INTEGER": "an integer", "SMALLINT": "an intege
          "TIMESTAMP": "a Unix time in seconds"}
 
 
+@functools.cache  # every landed file is judged by it, once per stream in a process
 def input_suite(schema: StreamSchema) -> tuple[Expectation, ...]:
     """The input suite of a stream (its catalog entry's ``expect``, ``optimizer/catalog.py``),
     in the order its checks apply: the line's shape; the values that must be there; every value

@@ -254,7 +254,7 @@ def cleanup(queries: list[str], *, retention: timedelta = timedelta(days=1),
         archived = archive_landed(landing, query_checkpoints, report)
         base = catalog or settings.catalog_path(settings.query_path(queries[0]))
         raw = read_toml(base, "catalog", "pass --catalog or set TANDEM_CATALOG")
-        stream = windows(explain(queries[0]).optimization.logical.root)[0].stream
+        stream = settings.query_stream(queries[0], base).name
         report.statistics = observe(archived, raw, stream) if archived else {}
         if report.statistics:
             observed = settings.state_dir() / settings.OBSERVED_CATALOG

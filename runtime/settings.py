@@ -14,6 +14,7 @@ from optimizer.errors import TandemError
 from optimizer.profile import DEFAULT_PROFILE
 
 if TYPE_CHECKING:
+    from optimizer.catalog import Stream
     from workload.schema import StreamSchema
 
 CONFIG_FILE = "tandem.toml"
@@ -127,16 +128,21 @@ def example_stream(name: str) -> StreamSchema:
     return StreamSchema.of(load_catalog(REPOSITORY_QUERIES / "catalog.toml").streams[name])
 
 
-def stream_landing(query: str) -> str | None:
-    """The landing directory the catalog gives the stream ``query`` reads (refused here, not
-    when a DAG first runs, if the query cannot be read)."""
+def query_stream(query: str, catalog: str | Path | None = None) -> Stream:
+    """The catalog entry of the stream ``query`` reads (its catalog: ``catalog_path``'s)."""
     from optimizer import load_catalog
     from optimizer.frontend import parse_query
     from optimizer.logical import windows
 
     path = query_path(query)
-    catalog = load_catalog(catalog_path(path))
-    return catalog.streams[windows(parse_query(path.read_text(), catalog))[0].stream].landing
+    known = load_catalog(catalog_path(path, catalog))
+    return known.streams[windows(parse_query(path.read_text(), known))[0].stream]
+
+
+def stream_landing(query: str) -> str | None:
+    """The landing directory the catalog gives the stream ``query`` reads (refused here, not
+    when a DAG first runs, if the query cannot be read)."""
+    return query_stream(query).landing
 
 
 def scheduled_by_landing() -> dict[Path, list[str]]:

@@ -187,18 +187,16 @@ def validate_landed(directory: str | Path, store: str | Path, *, catalog: str | 
     ``landing_stream``'s. Their failing rows go to ``tandem_log.quarantine``, every outcome to
     ``tandem_log.validations``."""
     from optimizer import load_catalog
-    from optimizer.frontend import parse_query
-    from optimizer.logical import windows
     from runtime import settings
 
     directory = Path(directory).resolve()
     if not directory.is_dir():
         raise TandemError(f"--landing {directory}: no such directory")
-    query_file = settings.query_path(query) if query else None
-    known = load_catalog(settings.catalog_path(query_file, catalog))
-    if query_file and stream is None:
-        stream = windows(parse_query(query_file.read_text(), known))[0].stream
-    schema = landing_stream(known, directory, stream)
+    if query and stream is None:
+        schema = StreamSchema.of(settings.query_stream(query, catalog))
+    else:
+        schema = landing_stream(load_catalog(settings.catalog_path(given=catalog)), directory,
+                                stream)
     with ColumnarStore(store) as columnar:
         done = set() if again else columnar.logged_targets(VALIDATIONS, INPUT_SUITE)
         files = [directory / f for f in landed_files(directory)
