@@ -148,13 +148,20 @@ class ColumnarStore:
         return self.con.execute(sql, params or []).fetchall()
 
     @contextmanager
-    def _view(self, name: str, table: pa.Table) -> Iterator[None]:
-        """Arrow rows visible to SQL as ``name``: DuckDB scans the buffers, nothing is copied."""
-        self.con.register(name, table)
+    def _view(self, name: str, table: pa.Table | str) -> Iterator[None]:
+        """Rows visible to SQL as ``name``: Arrow, whose buffers DuckDB scans without a copy, or
+        a query's."""
+        if isinstance(table, str):
+            self._run(f"CREATE OR REPLACE TEMP VIEW {name} AS {table}")
+        else:
+            self.con.register(name, table)
         try:
             yield
         finally:
-            self.con.unregister(name)
+            if isinstance(table, str):
+                self._run(f"DROP VIEW IF EXISTS {name}")
+            else:
+                self.con.unregister(name)
 
     # -- state ------------------------------------------------------------------------------
 
@@ -194,12 +201,13 @@ class ColumnarStore:
         rows = self._run(f"SELECT run_id FROM {schema_name(query)}.run")
         return rows[0][0] if rows else None
 
-    def append(self, query: str, table: str, rows: pa.Table, batch_id: int,
+    def append(self, query: str, table: str, rows: pa.Table | str, batch_id: int,
                sql: str = "SELECT * FROM __rows") -> int:
         """Append the rows a micro-batch brings to a table (created from the first rows'
-        schema, plus the micro-batch each row came in), from Arrow without copies. A batch
+        schema, plus the micro-batch each row came in): Arrow, without copies, or the rows of a
+        query (the files DuckDB read by reference, ``rowstream/by_reference.py``). A batch
         replayed after a restart replaces what it appended before. ``sql`` (DuckDB SQL over the
-        Arrow rows, ``__rows``) is what the table keeps of them."""
+        rows, ``__rows``) is what the table keeps of them."""
         target = f"{schema_name(query)}.{table}"
         with self._view("__rows", rows):
             if target not in self._created:
@@ -207,12 +215,12 @@ class ColumnarStore:
                           f"SELECT *, 0::BIGINT AS _batch FROM ({sql}) LIMIT 0")
                 self._created.add(target)
             self._run(f"DELETE FROM {target} WHERE _batch = ?", [batch_id])
-            if rows.num_rows == 0:
+            if isinstance(rows, pa.Table) and rows.num_rows == 0:
                 return 0
             return self._run(f"INSERT INTO {target} BY NAME "
                              f"SELECT *, ?::BIGINT AS _batch FROM ({sql})", [batch_id])[0][0]
 
-    def append_input(self, query: str, table: FragmentInput, rows: pa.Table, batch_id: int,
+    def append_input(self, query: str, table: FragmentInput, rows: pa.Table | str, batch_id: int,
                      panes: Iterable[PaneTable] = (), source: str = "SELECT * FROM __rows",
                      keep: bool = True) -> None:
         """Append a relation's rows to its input table (a windowed stream's with their pane)

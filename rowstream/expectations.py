@@ -141,12 +141,17 @@ def _outside(low: float | None, high: float | None) -> str:
 def input_parameters(frame: pl.DataFrame, schema: StreamSchema) -> dict:
     """The suite parameters of one landed file: its event times' median ± the stream's
     ``time_distance``."""
-    time_distance = schema.time_distance
     median = frame.get_column(schema.time_column).drop_nulls().sort()
-    middle = median[(len(median) - 1) // 2] if len(median) else datetime(1970, 1, 1)
-    span = timedelta(seconds=time_distance)
+    return parameters_at(median[(len(median) - 1) // 2] if len(median) else None, schema)
+
+
+def parameters_at(median: datetime | None, schema: StreamSchema) -> dict:
+    """The suite parameters of a file whose lower median event time is ``median`` (None: it has
+    no event time)."""
+    middle = median or datetime(1970, 1, 1)
+    span = timedelta(seconds=schema.time_distance)
     return {"ts_min": middle - span, "ts_max": middle + span, "median": middle,
-            "distance": f"{time_distance:g}"}
+            "distance": f"{schema.time_distance:g}"}
 
 
 def results_suite(keys: tuple[str, ...] | None, counts: tuple[str, ...]) -> tuple[Expectation, ...]:

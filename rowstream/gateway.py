@@ -115,6 +115,9 @@ class Gateway(ABC):
 
     name: ClassVar[str]  # as runs report it
     schema: StreamSchema  # the stream's, from its catalog entry
+    # DuckDB reads each batch's files itself, and Spark's rows are never read: the judge has
+    # ``read`` instead (``rowstream/by_reference.py``).
+    by_reference: ClassVar[bool] = False
 
     @property
     def judged(self) -> tuple[str, ...]:

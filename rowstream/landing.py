@@ -103,13 +103,17 @@ def is_header(line: str, schema: StreamSchema) -> bool:
     return line.replace(" ", "").lower() == ",".join(schema.fields)
 
 
-def csv_frame(lines: pl.Series, name: str, schema: StreamSchema) -> pl.DataFrame:
+def csv_frame(lines: pl.Series, name: str, schema: StreamSchema,
+              numbers: pl.Series | None = None) -> pl.DataFrame:
     """The landed frame of the CSV file ``name`` from its lines, in order (the native gateway
-    has them from Spark's text source). A header line, where there is one, is not a row."""
+    has them from Spark's text source). A header line, where there is one, is not a row.
+    ``numbers``: the lines' numbers in the file, where ``lines`` are some rows of it."""
     lines = lines.str.strip_prefix("\ufeff")  # a byte-order mark is not text of its line
-    header = bool(lines.len()) and is_header(lines[0], schema)
-    lines = lines.slice(int(header))
-    frame = pl.DataFrame({"fields": lines.str.split(",")}).with_row_index("n", offset=1 + header)
+    if numbers is None:
+        header = bool(lines.len()) and is_header(lines[0], schema)
+        lines = lines.slice(int(header))
+        numbers = pl.int_range(1 + header, lines.len() + 1 + header, eager=True)
+    frame = pl.DataFrame({"fields": lines.str.split(","), "n": numbers})
     raw = {f: pl.col("fields").list.get(i, null_on_oob=True).str.strip_chars(BLANKS)
            for i, f in enumerate(schema.fields)}
     raw = {f: pl.when(text != "").then(text) for f, text in raw.items()}

@@ -61,6 +61,7 @@ from optimizer.errors import TandemError
 from optimizer.keys import partition_keys
 from optimizer.logical import Aggregate, LogicalPlan, Node, signature
 from rowstream.buckets import WHOLE_PLAN
+from rowstream.by_reference import FileReferences, Read
 from rowstream.dsps import HEARTBEAT, Streaming, apply
 from rowstream.eventtime import EPOCH, watermark
 from rowstream.gateway import (
@@ -163,6 +164,7 @@ class Gathered:
     first: datetime | None  # the earliest tuple's
     quarantined: pa.Table  # gateway.QUARANTINE_TABLE
     high_water: datetime | None  # the gateway's, after the batch
+    read: Read | None = None  # the stream's rows, where DuckDB read the batch's files itself
 
 
 @dataclass(frozen=True)
@@ -268,7 +270,10 @@ class Mig:
         quarantined rows and every stateless crossing (a struct column each, null where a row
         is not in it); each crossing of Spark's stateful operators is unioned to that scan as a
         struct column of its own. Operators see only the rows that the source did not
-        quarantine; the stream's relation holds the columns the gateway judges."""
+        quarantine; the stream's relation holds the columns the gateway judges. A gateway that
+        hands DuckDB the files by reference has Spark read nothing: the batch is its plan."""
+        if self.gateway.by_reference:
+            return source
         bad = F.col("reason").isNotNull()
         # The watermark sees only admitted rows and heartbeats: a quarantined row's timestamp,
         # however far off, moves no engine's event time.
@@ -368,7 +373,9 @@ class Mig:
         before = self.store.progress(self.query, before=batch_id)
         frontiers = dict(before.frontiers)
         judge = self.gateway.judge(batch_id - self.batch_base, frontiers.get(HIGH_WATER))
-        if self.partitioned:
+        if self.gateway.by_reference:
+            spread, got = None, self._read(judge)
+        elif self.partitioned:
             spread = judged_in_executors(batch, judge)
             spread.persist()  # read by the driver's job, then exchanged to the partitions
             got = self._gather(spread, judge, frontiers.get(HIGH_WATER))
@@ -387,7 +394,12 @@ class Mig:
 
         results, crossed, groups = None, {}, {}
         for rid, node in self.central.items():
-            rows = relation_rows(got.everything, rid)
+            if got.read is not None:  # a window of the stream itself (by_reference.fits)
+                rows: pa.Table | str = got.read.rows
+                crossed[rid] = got.tuples
+            else:
+                rows = relation_rows(got.everything, rid)
+                self.transfers.count(rows)
             if node.instantiated:
                 marks = rows.filter(rows.column(HEARTBEAT))
                 rows = rows.filter(pc.invert(rows.column(HEARTBEAT))).drop_columns([HEARTBEAT])
@@ -397,9 +409,8 @@ class Mig:
                 if isinstance(node, Aggregate) and rows.num_rows:
                     groups[rid] = (rows.num_rows,
                                    pc.count_distinct(rows.column("window_end")).as_py())
-            else:
+            elif got.read is None:
                 crossed[rid] = rows.num_rows
-            self.transfers.count(rows)
             if rid == self.root and self.direct:
                 results = self._final(rows)
             else:
@@ -410,6 +421,8 @@ class Mig:
                         pa.scalar(self.taken_until, rows.schema.field(table.time_column).type)))
                 self.store.append_input(self.query, table, rows, batch_id, self.panes,
                                         keep=table.table in self.kept)
+        if got.read is not None:
+            got.read.close(self.store.con)
         ends = partitioned = None
         if spread is not None:
             # The partitions evaluate now: their rows are in the executors, not here.
@@ -438,6 +451,13 @@ class Mig:
         stats = stream_summary(relation_rows(everything, STREAM), judge.schema.time_column)
         return Gathered(everything, stats["tuples"], stats["latest"], stats["first"],
                         quarantined, verdict.high_water)
+
+    def _read(self, judge: FileReferences) -> Gathered:
+        """The micro-batch's files read by DuckDB, on the connection that appends them (the
+        by-reference gateway): no Spark job runs."""
+        read = judge.read(self.store.con)
+        return Gathered(pa.table({}), read.tuples, read.latest, read.first,
+                        quarantined_rows(judge.schema, read.quarantined), read.high_water, read)
 
     def _gather(self, rows: DataFrame, judge: Judge, high_water: datetime | None) -> Gathered:
         """What the driver needs of a batch judged in the executors, whose rows stay there: the

@@ -76,7 +76,9 @@ LINE = "line"  # CSV: the line's text
 _CANONICAL = {"BIGINT": "-?(0|[1-9][0-9]{0,17})", "INTEGER": "-?(0|[1-9][0-9]{0,8})",
               "SMALLINT": "-?(0|[1-9][0-9]{0,3})", "DOUBLE": "-?[0-9]+(\\.[0-9]+)?",
               "REAL": "-?[0-9]+(\\.[0-9]+)?", "BOOLEAN": "(true|false)",
-              "TIMESTAMP": "[0-9]{1,12}(\\.[0-9]+)?", "VARCHAR": "[^,\\s]([^,]*[^,\\s])?"}
+              "TIMESTAMP": "[0-9]{1,12}(\\.[0-9]+)?",
+              # Java's \s spelled out: DuckDB's regular expressions (RE2) leave out \x0B.
+              "VARCHAR": "[^, \\t\\n\\r\\x0B\\f]([^,]*[^, \\t\\n\\r\\x0B\\f])?"}
 
 
 # The types Spark's Parquet source reads a stream's numbers as (read_ddl).
@@ -98,10 +100,16 @@ def read_ddl(schema: StreamSchema) -> str:
     return ", ".join(f"{c} {WIDE.get(t, schema.spark_type(c))}" for c, t in schema.columns)
 
 
+def canonical_field(kind: str) -> str:
+    """The canonical grammar of a CSV field of type ``kind`` (module docstring)."""
+    return _CANONICAL[kind]
+
+
 def canonical(schema: StreamSchema) -> str:
-    """The canonical grammar of a CSV line of the stream (module docstring); an empty field is a
-    missing value to both parsers."""
-    return "^" + ",".join(f"({_CANONICAL[t]})?" for _, t in schema.columns) + "$"
+    """The canonical grammar of a CSV line of the stream (module docstring), in the syntax
+    Java's and DuckDB's regular expressions share; an empty field is a missing value to both
+    parsers."""
+    return "^" + ",".join(f"({canonical_field(t)})?" for _, t in schema.columns) + "$"
 # Every task reads whole files, one at a time: no file is larger.
 WHOLE_FILES = {"spark.sql.files.maxPartitionBytes": str(1 << 40),
                "spark.sql.files.openCostInBytes": str(1 << 40)}
@@ -253,12 +261,19 @@ class NativeFiles(Gateway):
         return native_stream(spark, self.schema, self.directory)
 
     def judge(self, batch_id: int, high_water: datetime | None) -> NativeJudge:
-        files = batch_files(self.checkpoint, batch_id)
-        if files and (strays := [n for n in landed_files(files[0].parent)
-                                 if Path(n).suffix != files[0].suffix]):
-            raise TandemError(f"{strays[0]} landed in {files[0].parent}, which Spark reads as "
-                              f"{files[0].suffix[1:]} files: land one format per directory")
-        return NativeJudge(self.schema, tuple(files), high_water, self.lateness, self.slide)
+        return NativeJudge(self.schema, tuple(files_of(self.checkpoint, batch_id)), high_water,
+                           self.lateness, self.slide)
+
+
+def files_of(checkpoint: str, batch_id: int) -> list[Path]:
+    """The landed files of micro-batch ``batch_id``, from Spark's ``checkpoint``; refused where
+    files of another format landed beside them, which Spark's source of the one format skips."""
+    files = batch_files(checkpoint, batch_id)
+    if files and (strays := [n for n in landed_files(files[0].parent)
+                             if Path(n).suffix != files[0].suffix]):
+        raise TandemError(f"{strays[0]} landed in {files[0].parent}, which Spark reads as "
+                          f"{files[0].suffix[1:]} files: land one format per directory")
+    return files
 
 
 def unread_files(files: list[Path], read: set[str], schema: StreamSchema) -> list[pl.DataFrame]:

@@ -24,7 +24,9 @@ from optimizer.catalog import Stream
 from optimizer.deployment import Deployment, deploy
 from optimizer.errors import TandemError
 from optimizer.logical import windows
+from rowstream import by_reference
 from rowstream.buckets import WHOLE_PLAN
+from rowstream.by_reference import ReferencedFiles
 from rowstream.dsps import SPARK_DESIGNS
 from rowstream.gateway import Gateway, Quarantined
 from rowstream.generator import GeneratedStream, last_window_end
@@ -59,8 +61,9 @@ class RunSummary:
     transfers: Transfers
     store: str
     results_table: str
-    # How Spark read the stream: "generator", "native" (Spark's own Parquet or text source,
-    # rowstream/native.py) or "python" (the landing directory's Python data source).
+    # How Spark read the stream: "generator", "reference" (Spark planned the batches, DuckDB
+    # read their files, rowstream/by_reference.py), "native" (Spark's own Parquet or text
+    # source, rowstream/native.py) or "python" (the landing directory's Python data source).
     gateway: str = "generator"
 
     @property
@@ -374,17 +377,27 @@ def _gateway(kind: str, spec: RunSpec, schema: StreamSchema, root, *, lateness: 
                                 **(spec.topology or {})})
     if kind == "native":
         return NativeFiles(schema, spec.source, str(checkpoint), lateness, slide)
+    if kind == "reference":
+        return ReferencedFiles(schema, spec.source, str(checkpoint), lateness, slide)
     return LandingDirectory(schema, spec.source, lateness, slide,
                             **({"start_after": takeover.start_after,
                                 "high_water": takeover.high_water} if takeover else {}))
 
 
 def landing_gateway(directory: str, deployment: Deployment, wanted: str) -> str:
-    """How a run reads a landing directory: "native" (Spark's own file source,
-    ``rowstream/native.py``) where it fits, else "python" (the Python data source). ``wanted``
-    "auto" chooses so; "native" or "python" insists (``bench/gateways.py`` compares them)."""
+    """How a run reads a landing directory: "reference" (Spark plans the batches, DuckDB reads
+    their files, ``rowstream/by_reference.py``) where no Spark operator reads the stream,
+    else "native" (Spark's own file source, ``rowstream/native.py``) where Spark's operators
+    below the crossings are stateless, else "python" (the Python data source). ``wanted``
+    "auto" chooses so; another insists (``bench/gateways.py`` compares them)."""
     if wanted == "python":
         return wanted
+    if wanted in ("auto", "reference") and by_reference.fits(directory, deployment):
+        return "reference"
+    if wanted == "reference":
+        raise TandemError(f"--gateway reference: DuckDB reads {directory} itself only when its "
+                          "files are all CSV or all Parquet and every operator over the stream "
+                          "runs in DuckDB (not duckdb-partitioned): give --gateway auto")
     if fits(directory, deployment):
         return "native"
     if wanted == "native":

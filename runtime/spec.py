@@ -15,7 +15,7 @@ from optimizer.errors import TandemError
 # A run fails when no micro-batch finishes for this long, seconds. The slowest batches measured
 # here (pure-Spark Q1's first, expanding 5-minute windows) take under two minutes.
 STALL_TIMEOUT = 600.0
-GATEWAYS = ("auto", "native", "python")  # how a landing directory is read (runtime.run)
+GATEWAYS = ("auto", "reference", "native", "python")  # how a landing directory is read (runtime.run)
 
 
 @dataclass(frozen=True)

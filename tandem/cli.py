@@ -173,6 +173,7 @@ def generate_command(
 
 
 READERS = {"generator": "the smart-plug generator (a Python data source)",
+           "reference": "DuckDB from the files of each batch Spark's file source planned",
            "native": "Spark's own file source (the MIG judged the rows)",
            "python": "the landing directory's Python data source"}
 
@@ -192,7 +193,7 @@ def run_command(
     spark_design: Annotated[str, typer.Option(help="How a pure-Spark plan runs: built-in, panes or buckets (docs/execution.md).")] = "built-in",
     lateness: Lateness = None,
     stall_timeout: Annotated[float, typer.Option(min=1.0, help="Stop with an error when no micro-batch finishes for this long, seconds.")] = 600.0,
-    gateway: Annotated[str, typer.Option(help="How a landing directory is read: auto (Spark's own file source where it fits), native or python (docs/execution.md).")] = "auto",
+    gateway: Annotated[str, typer.Option(help="How a landing directory is read: auto (DuckDB reads the files by reference, else Spark's own file source, where either fits), reference, native or python (docs/execution.md).")] = "auto",
     adaptive: Annotated[bool, typer.Option(help="Re-optimise at the observed rate and migrate the plan live when a better one pays for its migration (docs/adaptive.md); `tandem migrate` asks for a migration by hand.")] = False,
     steps: Annotated[str, typer.Option(help="Rate steps of the generator: SECOND:RATE,... (60:40000,120:2000).")] = "",
     migrate_at: Annotated[list[str] | None, typer.Option(help="With --adaptive: migrate once the stream passes SECOND of event time, SECOND:PLACEMENT:ms|pt (300:duckdb:pt); repeat it for more.")] = None,

@@ -1,0 +1,365 @@
+"""The by-reference gateway: Spark plans, DuckDB reads (docs/design.md, Gateway).
+
+Spark's own file source stays the authority on which files form each micro-batch, as for the
+native gateway (``rowstream/native.py``): its offsets and commit log, its replay and
+exactly-once are unchanged. But no Spark job reads a row. The MIG takes the batch's file list
+from Spark's checkpoint and DuckDB reads the files itself, with the stream's schema, on the
+connection that appends the crossings. It serves plans in which every operator over the stream
+runs in DuckDB (``fits``): each crossing is a window of the stream itself, so Spark has nothing
+to compute, and its cost per micro-batch is its control plane alone.
+
+DuckDB judges each file as every gateway does: by the input suite, in SQL
+(``rowstream/suite_sql.py``), then by lateness against the high-water mark of the batches
+before (``rowstream/eventtime.py``).
+
+1. One aggregate pass over the file counts the rows that fail each expectation, the rows at
+   or before the watermark, and the span of its event times.
+2. Where no row fails, every row is admitted and the crossings read the file itself.
+3. Else the file is judged row by row into a temporary table. The few rows that fail get their
+   reasons from the polars suite, so that the quarantine words them as every gateway does.
+
+A file outside DuckDB's fast path is read as the Python source reads it
+(``landing.read_landed``), and its admitted rows cross as Arrow. That covers a Parquet file
+whose columns are not all of the stream's types, a CSV file with a line off the canonical
+grammar (``native.canonical``: on it, DuckDB's casts and the Python source's parse agree by
+construction), a carriage return or bytes that are not UTF-8, and a file that cannot be read
+at all. The verdict is exact either way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+
+from optimizer.deployment import Deployment
+from optimizer.logical import Window
+from rowstream.eventtime import EPOCH, admit, watermark
+from rowstream.expectations import FIELD_COUNT, input_suite, parameters_at, raw, reasons, unparsed
+from rowstream.gateway import Gateway, Judge
+from rowstream.landing import EXTRA, ROW, csv_frame, read_landed, typed_frame
+from rowstream.native import canonical, canonical_field, files_of, native_format, read_ddl
+from rowstream.relations import naive
+from rowstream.suite_sql import Landed, identifier, literal, may_fail, rule
+from workload.schema import FLOATS, StreamSchema
+
+US = timedelta(microseconds=1)
+# A CSV file's lines as DuckDB splits them: text, number and how many fields.
+LINE, NUMBER, FIELDS = "line", "n", "__fields"
+
+
+def fits(directory: str | Path, deployment: Deployment) -> bool:
+    """Whether DuckDB reads a run's landing directory by reference: its files are all Parquet
+    or all CSV, no Spark operator reads the stream (every crossing is a window of the stream
+    itself), and no DB-op runs in Spark's executors."""
+    return (native_format(directory) is not None
+            and all(isinstance(node, Window) for node in deployment.crossings)
+            and not any(step.partitioned for step in deployment.steps))
+
+
+@dataclass
+class Read:
+    """A micro-batch DuckDB has read: SQL that gives its admitted rows (the stream's columns,
+    over temporary tables and views that ``close`` drops), their count and event-time bounds,
+    the quarantined rows (``StreamSchema.quarantined``) and the high-water mark after it."""
+
+    rows: str
+    tuples: int
+    first: datetime | None
+    latest: datetime | None
+    quarantined: pa.Table
+    high_water: datetime | None
+    temporary: list[str] = field(default_factory=list)
+    views: list[str] = field(default_factory=list)
+    python: tuple[str, ...] = ()  # the files read as the Python source reads them
+
+    def close(self, con: duckdb.DuckDBPyConnection) -> None:
+        for name in self.temporary:
+            con.execute(f"DROP TABLE IF EXISTS {name}")
+        for name in self.views:
+            con.unregister(name)
+
+
+@dataclass(frozen=True)
+class _Scan:
+    """One landed file as DuckDB reads it: a relation, its landed frame (``suite_sql.Landed``)
+    and each row's number in the file."""
+
+    source: str
+    landed: Landed
+    row: str
+
+
+@dataclass(frozen=True)
+class FileReferences(Judge):
+    """A micro-batch's files, from Spark's checkpoint, and the high-water mark of the batches
+    before it. DuckDB reads them (``read``); no row of Spark's is judged."""
+
+    files: tuple[Path, ...]
+    high_water: datetime | None
+    lateness: float
+    slide: float
+
+    def read(self, con: duckdb.DuckDBPyConnection) -> Read:
+        before = None if self.high_water is None else (self.high_water - EPOCH) // US
+        batch = _Batch(self, con, before, watermark(before, self.lateness))
+        for number, path in enumerate(self.files):
+            batch.add(number, path)
+        return batch.result()
+
+
+@dataclass
+class _Batch:
+    """A micro-batch being read, file by file."""
+
+    judge: FileReferences
+    con: duckdb.DuckDBPyConnection
+    before: int | None  # the high-water mark of the batches before, µs
+    mark: int | None  # their watermark, µs: rows at or before it are late
+    pieces: list[str] = field(default_factory=list)
+    quarantined: list[pl.DataFrame] = field(default_factory=list)
+    counts: list[tuple[int, datetime | None, datetime | None]] = field(default_factory=list)
+    temporary: list[str] = field(default_factory=list)
+    views: list[str] = field(default_factory=list)
+    python: list[str] = field(default_factory=list)
+
+    @property
+    def schema(self) -> StreamSchema:
+        return self.judge.schema
+
+    def add(self, number: int, path: Path) -> None:
+        scan = (_parquet(path, self.schema) if path.suffix == ".parquet"
+                else self._csv(number, path))
+        if scan is None:
+            self._as_python_reads(number, path)
+            return
+        ts = scan.landed.columns[self.schema.time_column]
+        late = f"{ts} <= {literal(_instant(self.mark))}" if self.mark is not None else "FALSE"
+        suite = input_suite(self.schema)
+        rows, first, last, *failing = self.con.execute(
+            f"SELECT count(*), min({ts}), max({ts}), count(*) FILTER (WHERE {late}), "
+            f"{', '.join(may_fail(suite, scan.landed))} FROM {scan.source}").fetchall()[0]
+        near = rows == 0 or last - first <= timedelta(seconds=self.schema.time_distance)
+        if near and not any(failing):
+            self.pieces.append(f"SELECT {_columns(self.schema, scan.landed)} FROM {scan.source}")
+            self.counts.append((rows, first, last))
+            return
+        self._judged(number, path, scan, late)
+
+    def _judged(self, number: int, path: Path, scan: _Scan, late: str) -> None:
+        """The file judged row by row: its admitted rows stay in DuckDB; the rows that fail a
+        rule or come late get their reasons here."""
+        schema = self.schema
+        ts = scan.landed.columns[schema.time_column]
+        median = self.con.execute(f"SELECT quantile_disc({ts}, 0.5) FROM {scan.source} "
+                                  f"WHERE {ts} IS NOT NULL").fetchall()[0][0]
+        parameters = parameters_at(median, schema)
+        table = f"__judged_{number}"
+        self.temporary.append(table)
+        self.con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT *, {scan.row} AS "
+                         f"__row, {rule(input_suite(schema), scan.landed, parameters)} AS __rule "
+                         f"FROM {scan.source}")
+        admitted = f"FROM {table} WHERE __rule IS NULL AND NOT ({late})"
+        self.pieces.append(f"SELECT {_columns(schema, scan.landed)} {admitted}")
+        self.counts.append(self.con.execute(
+            f"SELECT count(*), min({ts}), max({ts}) {admitted}").fetchall()[0])
+        failed = pl.from_arrow(self.con.sql(
+            f"SELECT * FROM {table} WHERE __rule IS NOT NULL OR ({late})").to_arrow_table())
+        if failed.height:
+            self.quarantined.append(self._reasons(failed, path.name, parameters))
+
+    def _reasons(self, failed: pl.DataFrame, name: str, parameters: dict) -> pl.DataFrame:
+        """The quarantined rows of a file judged in DuckDB, worded by the polars suite and the
+        lateness rule (the stream's columns, ``EXTRA``)."""
+        schema = self.schema
+        if LINE in failed.columns:
+            frame = csv_frame(failed[LINE], name, schema, numbers=failed[NUMBER])
+        else:
+            frame = typed_frame(failed.select(*schema.names, pl.col("__row").alias(ROW)), name,
+                                schema)
+        frame = frame.with_columns(failed["__rule"].alias("rule"))
+        frame = frame.with_columns(reasons(input_suite(schema), parameters, pl.col("rule"))
+                                   .alias("reason")).select(*schema.names, *EXTRA)
+        frame, _ = admit(frame, self.before, self.judge.lateness, self.judge.slide,
+                         schema.time_column)
+        return frame
+
+    def _as_python_reads(self, number: int, path: Path) -> None:
+        """A file outside DuckDB's fast path, read and judged as the Python source does; its
+        admitted rows cross as Arrow."""
+        schema = self.schema
+        self.python.append(path.name)
+        frame, _ = admit(read_landed(path, schema), self.before, self.judge.lateness,
+                         self.judge.slide, schema.time_column)
+        good = frame.filter(pl.col("reason").is_null())
+        self.quarantined.append(frame.filter(pl.col("reason").is_not_null()))
+        view = f"__landed_{number}"
+        self.views.append(view)
+        self.con.register(view, naive(good.select(schema.names).to_arrow()))
+        landed = Landed({c: identifier(c) for c in schema.names})
+        self.pieces.append(f"SELECT {_columns(schema, landed)} FROM {view}")
+        ts = good[schema.time_column]
+        self.counts.append((good.height, ts.min(), ts.max()))
+
+    def _csv(self, number: int, path: Path) -> _Scan | None:
+        """A CSV file's lines in a temporary table, each parsed to the stream's types, where all
+        are canonical (module docstring); None for a file outside that."""
+        schema = self.schema
+        table = f"__lines_{number}"
+        try:
+            self.con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS {_lines(path, schema)}")
+        except duckdb.Error:  # bytes that are not UTF-8, or a file that went away
+            return None
+        self.temporary.append(table)
+        fits_, = self.con.execute(f"SELECT coalesce(bool_and(clean), TRUE) FROM {table}").fetchall()[0]
+        if not fits_:
+            return None
+        field = schema.field_of
+        landed = {FIELD_COUNT: FIELDS,
+                  **{c: identifier(c) for c in schema.names},
+                  **{raw(field[c]): identifier(c) for c in schema.names},
+                  **{unparsed(field[c]): "NULL" for c in schema.names}}
+        return _Scan(f"(SELECT * FROM {table} WHERE NOT header)", Landed(landed), NUMBER)
+
+    def result(self) -> Read:
+        schema = self.schema
+        tuples = sum(n for n, _, _ in self.counts)
+        firsts = [f for n, f, _ in self.counts if n]
+        lasts = [last for n, _, last in self.counts if n]
+        latest = max(lasts, default=None)
+        marks = [t for t in (self.judge.high_water, latest) if t is not None]
+        empty = (f"SELECT {', '.join(f'NULL::{t} AS {identifier(c)}' for c, t in schema.columns)}"
+                 " WHERE FALSE")
+        return Read(" UNION ALL ".join(self.pieces) or empty, tuples, min(firsts, default=None),
+                    latest, _quarantined(self.quarantined, schema), max(marks, default=None),
+                    self.temporary, self.views, tuple(self.python))
+
+
+def _quarantined(frames: list[pl.DataFrame], schema: StreamSchema) -> pa.Table:
+    return pa.concat_tables([schema.quarantined.empty_table(), *(
+        f.select(schema.quarantined.names).to_arrow().cast(schema.quarantined) for f in frames)])
+
+
+def _instant(us: int) -> datetime:
+    return EPOCH + timedelta(microseconds=us)
+
+
+def _columns(schema: StreamSchema, landed: Landed) -> str:
+    """The stream's columns, typed as the store keeps them, from a landed frame."""
+    return ", ".join(f"CAST({landed.columns[c]} AS {t}) AS {identifier(c)}"
+                     for c, t in schema.columns)
+
+
+def _parquet(path: Path, schema: StreamSchema) -> _Scan | None:
+    """A Parquet file whose columns all have the stream's types as DuckDB reads it; None for
+    another (module docstring)."""
+    try:
+        found = pq.read_schema(path)
+    except Exception:  # the Python source's reader says why
+        return None
+    for column in schema.arrow:
+        if column.name not in found.names:
+            return None
+        kind = found.field(column.name).type
+        if pa.types.is_timestamp(column.type):
+            if not (pa.types.is_timestamp(kind) and kind.unit == "us" and kind.tz in (None, "UTC")):
+                return None
+        elif kind != column.type and not (pa.types.is_string(column.type) and (
+                pa.types.is_large_string(kind) or pa.types.is_string_view(kind))):
+            return None  # (polars writes its text as large strings)
+    types, field = schema.types, schema.field_of
+    # The time as UTC wall time; a cast would convert it in the session's zone, at ten times
+    # the cost.
+    columns = {c: f"make_timestamp(epoch_us({identifier(c)}))" if t == "TIMESTAMP"
+               else identifier(c) for c, t in types.items()}
+    required = {*schema.expect.not_null, schema.time_column}
+    landed = {FIELD_COUNT: str(len(types)), **columns,
+              **{raw(field[c]): identifier(c) for c in types},
+              **{unparsed(field[c]): f"CASE WHEN isnan({identifier(c)}) THEN 'NaN' END"
+                 if t in FLOATS else "NULL" for c, t in types.items()
+                 if c not in required and t != "VARCHAR"}}
+    floats = frozenset(c for c, t in types.items() if t in FLOATS)
+    return _Scan(f"read_parquet({literal(str(path))}, file_row_number = true)",
+                 Landed(landed, floats), "file_row_number + 1")
+
+
+def _lines(path: Path, schema: StreamSchema) -> str:
+    """SQL that splits a CSV file into its lines as the Python source does
+    (``landing._read_csv``: a byte-order mark dropped, one line end at the end ignored), each
+    with its number, whether it is the header, its field count, whether the fast path takes it
+    (``clean``: no carriage return, and each of its fields up to the stream's of the canonical
+    grammar, which a line of the right shape meets at once), and its fields typed where it is
+    clean."""
+    count = len(schema.columns)
+    each = " AND ".join(f"({_field(i)} IS NULL OR regexp_full_match({_field(i)}, "
+                        f"{literal(canonical_field(t))}))" for i, (_, t) in enumerate(schema.columns))
+    parsed = ", ".join(f"CASE WHEN clean AND NOT header THEN {_value(_field(i), t)} END AS "
+                       f"{identifier(c)}" for i, (c, t) in enumerate(schema.columns))
+    header = ",".join(schema.fields)
+    return (
+        f"WITH text AS (SELECT CASE WHEN starts_with(content, chr(65279)) THEN substr(content, 2) "
+        f"ELSE content END AS content FROM read_text({literal(str(path))})), "
+        f"trimmed AS (SELECT CASE WHEN ends_with(content, chr(10)) THEN "
+        f"left(content, length(content) - 1) ELSE content END AS content FROM text "
+        f"WHERE content <> ''), "
+        f"split AS (SELECT string_split(content, chr(10)) AS lines FROM trimmed), "
+        f"numbered AS (SELECT unnest(lines) AS {LINE}, generate_subscripts(lines, 1) AS {NUMBER} "
+        f"FROM split), "
+        f"fielded AS (SELECT {LINE}, {NUMBER}, string_split({LINE}, ',') AS fields, "
+        f"{NUMBER} = 1 AND lower(replace({LINE}, ' ', '')) = {literal(header)} AS header "
+        f"FROM numbered), "
+        f"judged AS (SELECT {LINE}, {NUMBER}, fields, header, header OR "
+        f"NOT contains({LINE}, chr(13)) AND CASE WHEN regexp_full_match({LINE}, "
+        f"{literal(canonical(schema)[1:-1])}) THEN TRUE WHEN len(fields) = {count} THEN FALSE "
+        f"ELSE {each} END AS clean FROM fielded) "
+        f"SELECT {LINE}, {NUMBER}, header, clean, len(fields) AS {FIELDS}, {parsed} FROM judged")
+
+
+def _field(index: int) -> str:
+    """A CSV line's field (from 0) as text, NULL where it is empty."""
+    return f"nullif(fields[{index + 1}], '')"
+
+
+def _value(text: str, kind: str) -> str:
+    """A canonical CSV field's value (``native.canonical``) as DuckDB casts it, which is the
+    Python source's parse (``landing.parse_text``) on that grammar."""
+    if kind == "TIMESTAMP":  # Unix seconds; microseconds truncated after the sixth digit
+        return (f"make_timestamp(CAST(split_part({text}, '.', 1) AS BIGINT) * 1000000 + "
+                f"CAST(rpad(left(split_part({text}, '.', 2), 6), 6, '0') AS BIGINT))")
+    if kind == "REAL":  # a double, rounded once to a float
+        return f"CAST(CAST({text} AS DOUBLE) AS REAL)"
+    return f"CAST({text} AS {kind})"
+
+
+@dataclass(frozen=True)
+class ReferencedFiles(Gateway):
+    """A landing directory whose batches Spark plans and DuckDB reads (module docstring). The
+    batches' files are in Spark's ``checkpoint``."""
+
+    name = "reference"
+    by_reference = True
+    schema: StreamSchema
+    directory: str
+    checkpoint: str
+    lateness: float
+    slide: float
+
+    def stream(self, spark: SparkSession) -> DataFrame:
+        """Spark's file source over the landing directory, one file per micro-batch: it plans
+        the batches and checkpoints them; no job reads its rows."""
+        path = str(Path(self.directory).resolve())
+        reader = spark.readStream.option("maxFilesPerTrigger", 1)
+        if native_format(self.directory) == "csv":
+            return reader.option("pathGlobFilter", "*.csv").text(path)
+        return (reader.schema(read_ddl(self.schema)).option("pathGlobFilter", "*.parquet")
+                .parquet(path))
+
+    def judge(self, batch_id: int, high_water: datetime | None) -> FileReferences:
+        return FileReferences(self.schema, tuple(files_of(self.checkpoint, batch_id)),
+                              high_water, self.lateness, self.slide)

@@ -1,0 +1,135 @@
+"""The input suite as DuckDB SQL, for the by-reference gateway, where DuckDB reads a batch's
+landed files itself (``rowstream/by_reference.py``).
+
+It is the suite's third form, beside Great Expectations (``runtime/validation.py``) and the
+vectorised polars checks (``expectations.violations``), generated from the same expectation
+objects and with their semantics: a column-map expectation skips missing values (null, and NaN
+in a column of a float type, as pandas counts it), uniqueness is within the file, and a row's
+``rule`` is the first expectation it fails in suite order. ``tests/test_expectations.py`` keeps
+the three in agreement row for row.
+
+The SQL reads a landed file as the landed frame (``rowstream/expectations.py``), whatever its
+format: ``Landed`` names the SQL expression of each of the frame's columns over the file's scan.
+Only the rule is SQL; the reasons of the few rows that fail are the polars suite's
+(``expectations.reasons``), so that every quarantined row reads alike whichever gateway found it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from rowstream.expectations import Expectation
+
+
+@dataclass(frozen=True)
+class Landed:
+    """A landed file's frame in SQL: each column's expression over the file's scan, and which
+    of them hold floats (NaN counts as missing in those)."""
+
+    columns: Mapping[str, str]
+    floats: frozenset[str] = frozenset()
+
+    def missing(self, name: str) -> str:
+        column = self.columns[name]
+        return f"({column} IS NULL OR isnan({column}))" if name in self.floats \
+            else f"({column} IS NULL)"
+
+
+def identifier(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def literal(value: object) -> str:
+    """A Python value as a DuckDB literal."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    if isinstance(value, datetime):
+        return f"TIMESTAMP '{value.isoformat(sep=' ')}'"
+    if isinstance(value, float):
+        return f"{value!r}::DOUBLE"
+    return str(int(value))
+
+
+def failed(e: Expectation, landed: Landed, parameters: Mapping[str, object]) -> str:
+    """The SQL condition under which a row of ``landed`` fails ``e`` (``parameters``: the
+    suite's parameters for the file, ``expectations.input_parameters``). Uniqueness is a window
+    over the whole file."""
+    args = {k: parameters[v["$PARAMETER"]] if isinstance(v, dict) else v
+            for k, v in e.arguments.items()}
+    if "column_list" in args:
+        columns = [landed.columns[c] for c in args["column_list"]]
+        present = " OR ".join(f"{c} IS NOT NULL" for c in columns)
+        return f"(({present}) AND count(*) OVER (PARTITION BY {', '.join(columns)}) > 1)"
+    column, missing = landed.columns[args["column"]], landed.missing(args["column"])
+    if e.type == "expect_column_values_to_not_be_null":
+        return missing
+    if e.type == "expect_column_values_to_be_null":
+        return f"(NOT {missing})"
+    if e.type == "expect_column_values_to_be_in_set":
+        values = ", ".join(literal(v) for v in args["value_set"])
+        return f"(NOT {missing} AND {column} NOT IN ({values}))"
+    if e.type == "expect_column_values_to_be_between":
+        bounds = [f"{column} >= {literal(args['min_value'])}"] if args.get("min_value") is not None \
+            else []
+        if args.get("max_value") is not None:
+            bounds.append(f"{column} <= {literal(args['max_value'])}")
+        return f"(NOT {missing} AND NOT ({' AND '.join(bounds) or 'TRUE'}))"
+    if e.type == "expect_column_values_to_be_unique":
+        return f"(NOT {missing} AND count(*) OVER (PARTITION BY {column}) > 1)"
+    raise NotImplementedError(f"no SQL for {e.type}: add it to rowstream/suite_sql.py")
+
+
+def rule(suite: tuple[Expectation, ...], landed: Landed, parameters: Mapping[str, object]) -> str:
+    """Each row's ``rule``: the first expectation of ``suite`` it fails, or NULL."""
+    cases = " ".join(f"WHEN {failed(e, landed, parameters)} THEN {literal(e.rule)}"
+                     for e in suite)
+    return f"CASE {cases} END"
+
+
+def may_fail(suite: tuple[Expectation, ...], landed: Landed) -> list[str]:
+    """Aggregates over a file's scan, for each expectation of ``suite`` that takes no per-file
+    parameter, that are 0 only where no row of the file fails it. They may count a file whose
+    rows all pass (a NaN among values in a range) but never miss one that fails: they decide
+    only which files are judged row by row (``rule``). Most come from the counts and bounds a
+    Parquet file's statistics hold, and cost nothing. The suite's parametrised expectation, the
+    event time near the file's median, holds for every row of a file whose event times span
+    less than the distance it allows."""
+    counts = []
+    for e in suite:
+        args = e.arguments
+        if any(isinstance(v, dict) for v in args.values()):
+            continue
+        if "column_list" in args:
+            columns = [landed.columns[c] for c in args["column_list"]]
+            present = " OR ".join(f"{c} IS NOT NULL" for c in columns)
+            counts.append(f"count(*) FILTER (WHERE {present}) - count(DISTINCT "
+                          f"row({', '.join(columns)})) FILTER (WHERE {present})")
+            continue
+        name = args["column"]
+        column, nan = landed.columns[name], name in landed.floats
+        nans = f" + count(*) FILTER (WHERE isnan({column}))" if nan else ""
+        if e.type == "expect_column_values_to_not_be_null":
+            counts.append(f"count(*) - count({column}){nans}")
+        elif e.type == "expect_column_values_to_be_null":
+            counts.append(f"count(*) FILTER (WHERE NOT {landed.missing(name)})" if nan
+                          else f"count({column})")
+        elif e.type == "expect_column_values_to_be_in_set":
+            values = ", ".join(literal(v) for v in args["value_set"])
+            counts.append(f"count(*) FILTER (WHERE {column} NOT IN ({values}))")
+        elif e.type == "expect_column_values_to_be_between":
+            outside = [f"min({column}) < {literal(args['min_value'])}"
+                       for _ in [0] if args.get("min_value") is not None]
+            outside += [f"max({column}) > {literal(args['max_value'])}"
+                        for _ in [0] if args.get("max_value") is not None]
+            counts.append(f"coalesce(({' OR '.join(outside) or 'FALSE'})::INTEGER, 0)")
+        elif e.type == "expect_column_values_to_be_unique":
+            counts.append(f"count({column}) - count(DISTINCT {column})")
+        else:
+            counts.append(f"count(*) FILTER (WHERE {failed(e, landed, {})})")
+    return list(dict.fromkeys(counts))  # a Parquet column is its own raw text: asked once

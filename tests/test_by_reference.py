@@ -1,0 +1,129 @@
+"""The by-reference gateway's judge without Spark (rowstream/by_reference.py): DuckDB reads a
+batch's landed files and judges them as the Python source does, row for row (the admitted rows,
+each quarantined row's rule, reason and origin, the high-water mark after the batch), with the
+input suite in SQL where its fast path covers a file and through the Python source's reader
+where it does not."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import timedelta
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+
+from rowstream.by_reference import FileReferences, fits
+from rowstream.eventtime import EPOCH, admit
+from rowstream.landing import landed_files, read_landed
+from runtime.settings import example_stream
+from tests.bad_input import plant, plant_parquet
+from workload.air_quality import AirQuality
+from workload.smart_plugs import SmartPlugs
+
+PLUGS, AIR = example_stream("plugs"), example_stream("air")
+LATENESS, SLIDE = 5.0, 1.0
+
+
+def python_source(path: Path, schema, high_water):
+    """What the Python landing source makes of one file: its judged rows, and the high-water
+    mark after it (µs)."""
+    before = None if high_water is None else (high_water - EPOCH) // timedelta(microseconds=1)
+    return admit(read_landed(path, schema), before, LATENESS, SLIDE, schema.time_column)
+
+
+def read_alike(directory: Path, schema) -> list[str]:
+    """Read each landed file of ``directory`` as a micro-batch of its own, both ways, and check
+    that they agree; returns the files DuckDB's fast path did not take."""
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    high_water, python = None, []
+    for name in landed_files(directory):
+        read = FileReferences(schema, (directory / name,), high_water, LATENESS, SLIDE).read(con)
+        admitted = pl.from_arrow(con.sql(read.rows).to_arrow_table())
+        judged, after = python_source(directory / name, schema, high_water)
+        good = judged.filter(pl.col("reason").is_null()).select(schema.names)
+        assert admitted.sort(schema.names).equals(good.sort(schema.names)), name
+        assert read.tuples == good.height
+        columns = ["origin", "rule", "reason"]
+        assert (pl.from_arrow(read.quarantined).select(columns).sort("origin").equals(
+            judged.filter(pl.col("reason").is_not_null()).select(columns).sort("origin"))), name
+        assert read.high_water == (None if after is None else EPOCH + timedelta(microseconds=after))
+        read.close(con)
+        high_water, python = read.high_water, python + list(read.python)
+    return python
+
+
+def test_planted_parquet_is_judged_in_duckdb_as_the_python_source_judges_it(tmp_path):
+    plant_parquet(tmp_path, SmartPlugs(rate=200), 50, 10)
+    python = read_alike(tmp_path, PLUGS)
+    # The file of 64-bit integers and the one without a footer are read the Python way; the
+    # one with every planted class is judged row by row in DuckDB.
+    assert python == ["plugs-1377986420.parquet", "plugs-1377986430.parquet"]
+
+
+def test_planted_csv_is_judged_as_the_python_source_judges_it(tmp_path):
+    plant(tmp_path, SmartPlugs(rate=200), 40, 10)
+    python = read_alike(tmp_path, PLUGS)
+    # Carriage returns and bytes that are not UTF-8; a Parquet file without a footer. The file
+    # whose last line was cut short is DuckDB's.
+    assert python == ["plugs-1377986410.csv", "plugs-1377986420-x.parquet"]
+
+
+def canonical_failures(directory: Path) -> None:
+    """CSV files of the canonical grammar, the second with a row of every rule it can break."""
+    files = SmartPlugs(rate=200).write_files(directory, 30, file_seconds=10)
+    lines = files[1].read_text().splitlines()
+    ts = lines[3].split(",")[1]
+    seconds = int(float(ts))
+    planted = [f"9000001,{ts},-1.5,1,1,0,0", f"9000002,{ts},1.5,2,1,0,0", "9000003,,1.5,1,1,0,0",
+               f"9000004,{ts},,1,1,0,0", "9000005,1,1.5,1,1,0,0", f"9000006,{seconds - 40},1.5,1,1,0,0",
+               f"9000007,{seconds}.1234567,1.5,1,1,0,0", f"{lines[5].split(',')[0]},{ts},1.0,1,1,0,0",
+               f"9000008,{ts},1.5,1,1,0,0", f"9000008,{ts},1.5,1,1,0,0", f"9000009,{ts},1.5,1"]
+    files[1].write_text("\n".join(lines[:2] + planted + lines[2:]) + "\n")
+
+
+def test_canonical_csv_is_judged_row_by_row_in_duckdb(tmp_path):
+    canonical_failures(tmp_path)
+    assert read_alike(tmp_path, PLUGS) == []
+
+
+@pytest.mark.parametrize("file_format", ["parquet", "csv"])
+def test_a_stream_of_other_types_is_judged_alike(tmp_path, file_format):
+    """REAL, SMALLINT, BOOLEAN and VARCHAR columns, a column that may be missing and a unique
+    column set, with rows that break them planted in the second file."""
+    files = AirQuality(rate=4).write_files(tmp_path, 60, 20, file_format=file_format)
+    if file_format == "csv":
+        lines = files[1].read_text().splitlines()
+        first = lines[1].split(",")
+        ts = first[1]
+        planted = [",".join(first), f"s99,{ts},1000.5,40,false", f"s98,{ts},2.5,101,true",
+                   f"s97,{ts},2.5,,true", f"s96,{ts},2.5,50,", f"s95,{ts},2.5,-1,true",
+                   f",{ts},2.5,50,true", f"s94,{ts},1.25,50,true"]
+        files[1].write_text("\n".join(lines[:2] + planted + lines[2:]) + "\n")
+    else:
+        rows = pl.read_parquet(files[1])
+        base = rows.row(0, named=True)
+        changes = [{}, {"station": "s99", "pm25": 1000.5}, {"station": "s98", "humidity": 101},
+                   {"station": "s97", "humidity": None}, {"station": "s96", "indoor": None},
+                   {"station": "s95", "pm25": float("nan")}, {"station": None},
+                   {"station": "s94", "pm25": float("-inf")}]
+        head = pl.DataFrame([{**base, **c} for c in changes], schema=rows.schema)
+        pl.concat([head, rows]).write_parquet(files[1])
+    assert read_alike(tmp_path, AIR) == []
+
+
+def test_only_plans_whose_stream_operators_all_run_in_duckdb_read_by_reference(tmp_path):
+    from optimizer.deployment import deploy
+    from runtime.explain import explain
+
+    SmartPlugs(rate=10).write_files(tmp_path, 2, 1.0, file_format="parquet")
+    deployed = {p: deploy(explain("q5", placement=p).optimization.plan)
+                for p in ("duckdb", "spark", "duckdb-partitioned")}
+    assert fits(tmp_path, deployed["duckdb"])
+    assert not fits(tmp_path, deployed["spark"])  # Spark's operators read the rows
+    assert not fits(tmp_path, deployed["duckdb-partitioned"])  # in Spark's executors
+    (tmp_path / "stray.csv").write_text("1,2\n")
+    assert not fits(tmp_path, deployed["duckdb"])  # one format per directory
+    shutil.rmtree(tmp_path)
