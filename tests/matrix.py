@@ -3,8 +3,10 @@
 A placement's class is what decides which code runs it (docs/design.md, Contracts):
 
 * the gateway: the rows cross whole to the driver, or a DB-op runs on duckdb-partitioned inside
-  Spark's executors (over a landing directory the plan's Spark state also picks Spark's own file
-  source or the Python source, so the class below decides it too);
+  Spark's executors, or, where every operator over the stream runs in the driver's DuckDB, no
+  row crosses and DuckDB reads a landing directory's files by reference (over a landing
+  directory the plan's Spark state also picks Spark's own file source or the Python source, so
+  the class below decides it too);
 * whether Spark keeps window state before the MIG (a stateful Spark operator below a crossing);
 * the engine of the root: Spark, the driver's DuckDB or DuckDB in the executors.
 
@@ -21,6 +23,7 @@ from collections import Counter
 
 from benchmarking.verify import placements
 from optimizer.deployment import deploy
+from optimizer.logical import Window
 from runtime.explain import explain
 
 FULL = os.environ.get("TANDEM_FULL_MATRICES") == "1"
@@ -34,7 +37,9 @@ def placement_class(query: str, placement: str) -> tuple[str, bool, str]:
     """(gateway, Spark state before the MIG, root engine) of ``query`` under ``placement``."""
     deployment = deploy(explain(query, placement=placement).optimization.plan)
     physical = deployment.physical
-    return ("partitioned" if any(s.partitioned for s in deployment.steps) else "whole",
+    partitioned = any(s.partitioned for s in deployment.steps)
+    referenced = all(isinstance(node, Window) for node in deployment.crossings)
+    return ("partitioned" if partitioned else "reference" if referenced else "whole",
             any(node.instantiated for node in deployment.crossings),
             physical.engine_of(physical.logical.root))
 

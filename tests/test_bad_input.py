@@ -56,25 +56,34 @@ def test_bad_input_is_quarantined_and_the_rest_is_exact(tmp_path, planted, catal
                                  placement, "python")
 
 
-@pytest.mark.parametrize("name, placement", [("q5", "duckdb"), ("q1", "auto")])
-def test_bad_parquet_input_through_the_native_gateway(tmp_path, planted_parquet, catalog,
-                                                      profile, reliability, name, placement):
+# Each gateway that reads files itself: by reference where every operator over the stream runs
+# in DuckDB, natively where Spark's are stateless.
+FILE_GATEWAYS = [("q5", "duckdb", "reference"), ("q1", "duckdb", "reference"),
+                 ("q5", "select_1=spark,aggregate_1=duckdb,aggregate_2=duckdb", "native"),
+                 ("q1", "auto", "native")]
+
+
+@pytest.mark.parametrize("name, placement, gateway", FILE_GATEWAYS)
+def test_bad_parquet_input_through_spark_s_file_source(tmp_path, planted_parquet, catalog,
+                                                       profile, reliability, name, placement,
+                                                       gateway):
     assert_quarantined_and_exact(tmp_path, planted_parquet, catalog, profile, reliability, name,
-                                 placement, "native")
+                                 placement, gateway)
 
 
-@pytest.mark.parametrize("name, placement", [("q5", "duckdb"), ("q1", "auto")])
-def test_bad_csv_input_through_the_native_gateway(tmp_path, planted_csv, catalog, profile,
-                                                  reliability, name, placement):
+@pytest.mark.parametrize("name, placement, gateway", FILE_GATEWAYS)
+def test_bad_csv_input_through_spark_s_file_source(tmp_path, planted_csv, catalog, profile,
+                                                   reliability, name, placement, gateway):
     assert_quarantined_and_exact(tmp_path, planted_csv, catalog, profile, reliability, name,
-                                 placement, "native")
+                                 placement, gateway)
 
 
 def assert_quarantined_and_exact(tmp_path, planted, catalog, profile, reliability, name,
                                  placement, gateway):
     landing, expected = planted
     summary = run(RunSpec(short(name), placement=placement, source=str(landing), lateness=LATENESS,
-                          store=tmp_path / "tandem.duckdb", checkpoint=tmp_path / "checkpoint"))
+                          store=tmp_path / "tandem.duckdb", checkpoint=tmp_path / "checkpoint",
+                          gateway=gateway))
     with ColumnarStore(tmp_path / "tandem.duckdb") as store:
         got = pl.from_arrow(store.results(name))
         quarantined = dict(store.con.execute(

@@ -112,9 +112,9 @@ def landing(tmp_path_factory) -> list[Path]:
                               disorder=Disorder(tail=0.3))
 
 
-def run_args(landing: list[Path], store: Path, placement: str) -> list[str]:
+def run_args(landing: list[Path], store: Path, placement: str, gateway: str) -> list[str]:
     return ["run", short("q5"), "--placement", placement, "--source", str(landing[0].parent),
-            "--store", str(store), "--lateness", LATENESS]
+            "--store", str(store), "--lateness", LATENESS, "--gateway", gateway]
 
 
 def where(point: str, batch: int, landing: list[Path]) -> str:
@@ -123,20 +123,23 @@ def where(point: str, batch: int, landing: list[Path]) -> str:
 
 
 def assert_chain_resumes_exactly_once(landing: list[Path], store: Path, placement: str,
-                                      reliability, points: list[str], command: str) -> None:
+                                      reliability, points: list[str], command: str,
+                                      gateway: str = "auto") -> None:
     """Kill the run at each of ``points`` in turn, the n-th in micro-batch n + 1 (the first
     has state on both sides by then), each kill a resume of the run before; then resume it
     to its end, in this process: the resume is not killed, and a new JVM's start is most of
     what a short run costs."""
-    args = run_args(landing, store, placement)
+    args = run_args(landing, store, placement, gateway)
     for batch, point in enumerate(points, start=1):
         killed = tandem(*args, *(["--resume"] if batch > 1 else []),
                         crash=f"{point}:{where(point, batch, landing)}")
         assert killed.returncode == -signal.SIGKILL, (
             f"the run did not reach the crash point {point} ({POINTS[point]}) in micro-batch "
             f"{batch}: {killed.stderr[-2000:]}")
-    run(RunSpec(short("q5"), placement=placement, source=str(landing[0].parent),
-                store=str(store), lateness=float(LATENESS), resume=True))
+    summary = run(RunSpec(short("q5"), placement=placement, source=str(landing[0].parent),
+                          store=str(store), lateness=float(LATENESS), resume=True,
+                          gateway=gateway))
+    assert gateway in ("auto", summary.gateway)
     assert_exact(contents(store, "q5"), expected(landing), reliability, command, points)
 
 
@@ -183,21 +186,26 @@ def test_a_killed_microbatch_run_resumes_exactly_once(tmp_path, landing, reliabi
                  reliability, "tandem microbatch", ["file-read", "duckdb-write"])
 
 
-# The native gateway (Spark's own Parquet and text sources, rows judged by the MIG) and
+# The by-reference gateway (Spark's file source plans each batch, DuckDB reads its files), the
+# native gateway (Spark's own Parquet and text sources, rows judged by the MIG) and
 # duckdb-partitioned (rowstream/partitioned.py: the partitions append, evaluate and purge in
 # the batch's job; a replay replaces their rows, a recovered batch is evaluated again in them)
 # under the same protocol.
+REFERENCE_POINTS = ["file-read", "arrival", "spark-committed", "duckdb-write"]
 NATIVE_POINTS = ["file-read", "spark-committed", "duckdb-write"]
 PARTITIONED_POINTS = ["arrival", "spark-committed", "duckdb-write"]
 
 
-# Each format and each placement once: the format decides how Spark parses the files, the
-# placement where the rows are judged (the driver's MIG, or the executors), not the protocol.
-@pytest.mark.parametrize("file_format, placement, points", [
-    ("csv", "duckdb", NATIVE_POINTS), ("parquet", "duckdb-partitioned", PARTITIONED_POINTS)])
-def test_a_native_run_killed_at_its_crash_points_resumes_exactly_once(
-        tmp_path, reliability, file_format, placement, points):
+# Each gateway once, each format once, and each placement where the rows are judged (the
+# driver's MIG, or the executors): the format decides how the files are parsed, not the protocol.
+@pytest.mark.parametrize("file_format, placement, gateway, points", [
+    ("parquet", "duckdb", "reference", REFERENCE_POINTS),
+    ("csv", "select_1=spark,aggregate_1=duckdb,aggregate_2=duckdb", "native", NATIVE_POINTS),
+    ("parquet", "duckdb-partitioned", "native", PARTITIONED_POINTS)])
+def test_a_run_from_files_killed_at_its_crash_points_resumes_exactly_once(
+        tmp_path, reliability, file_format, placement, gateway, points):
     landing = STREAM.write_files(tmp_path / "landing", DURATION, FILE_SECONDS,
                                  file_format=file_format, disorder=Disorder(tail=0.3))
     assert_chain_resumes_exactly_once(landing, tmp_path / "t.duckdb", placement, reliability,
-                                      points, f"tandem run ({placement}, {file_format})")
+                                      points, f"tandem run ({gateway}, {placement}, "
+                                      f"{file_format})", gateway)

@@ -18,8 +18,8 @@ from columnar.store import ColumnarStore
 from optimizer import optimize
 from optimizer.deployment import deploy
 from rowstream.eventtime import LATE, admit, watermark
-from rowstream.native import fits
 from runtime.explain import explain
+from runtime.run import landing_gateway
 from tests.conftest import lost_and_duplicated, query_sql, short
 from tests.matrix import matrix, reduced
 from tests.test_reference import assert_same_rows, same_rows
@@ -83,9 +83,13 @@ RATE, DURATION, FILE_SECONDS = 5, 60, 10
 DISORDER = Disorder(tail=0.3)
 WHOLE, SHORT = 5.0, 1.0  # L above the largest delay (4.5 s), and below it
 CASES = matrix(("q1", "q3", "q5", "q6"))
-# The native gateway serves plans whose Spark operators are stateless (rowstream/native.py).
-NATIVE_CASES = reduced([(q, p) for q in ("q1", "q3", "q5", "q6") for p in ("duckdb", "auto")] + [
+# Over Parquet files, each gateway that reads them with Spark's file source: by reference
+# (every operator over the stream in DuckDB, rowstream/by_reference.py) and natively (Spark's
+# operators stateless, rowstream/native.py).
+FILE_CASES = reduced([(q, p) for q in ("q1", "q3", "q5", "q6") for p in ("duckdb", "auto")] + [
     (q, "duckdb-partitioned") for q in ("q1", "q3", "q5")])  # judged in the executors
+FILE_CASES = [(q, p, g) for q, p in FILE_CASES for g in ("native", "reference")
+              if g == "native" or p == "duckdb"]
 
 
 def _landing(tmp_path_factory, file_format: str):
@@ -114,17 +118,18 @@ def test_every_placement_is_exact_over_a_disordered_stream(tmp_path, landing, ca
     operator."""
     deployment = deploy(explain(short(name), placement=placement).optimization.plan)
     assert_exact_over_disorder(tmp_path, landing, catalog, profile, reliability, name, placement,
-                               "native" if fits(landing, deployment) else "python")
+                               landing_gateway(str(landing), deployment, "auto"))
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("name, placement", NATIVE_CASES)
-def test_the_native_gateway_is_exact_over_a_disordered_stream(tmp_path, parquet_landing, catalog,
-                                                              profile, reliability, name,
-                                                              placement):
-    """Parquet files, read by Spark's own Parquet source; the MIG judges the rows."""
+@pytest.mark.parametrize("name, placement, gateway", FILE_CASES)
+def test_spark_s_file_source_is_exact_over_a_disordered_stream(tmp_path, parquet_landing,
+                                                               catalog, profile, reliability,
+                                                               name, placement, gateway):
+    """Parquet files, planned by Spark's own Parquet source: read by DuckDB (by reference), or
+    by Spark and judged by the MIG (native)."""
     assert_exact_over_disorder(tmp_path, parquet_landing, catalog, profile, reliability, name,
-                               placement, "native")
+                               placement, gateway)
 
 
 def assert_exact_over_disorder(tmp_path, landing, catalog, profile, reliability, name, placement,
@@ -138,7 +143,8 @@ def assert_exact_over_disorder(tmp_path, landing, catalog, profile, reliability,
     def one(lateness: float):
         return lateness, run(RunSpec(short(name), placement=placement, source=str(landing),
                                      lateness=lateness, store=tmp_path / f"{lateness}.duckdb",
-                                     checkpoint=tmp_path / f"{lateness}.checkpoint"))
+                                     checkpoint=tmp_path / f"{lateness}.checkpoint",
+                                     gateway=gateway))
 
     with ThreadPoolExecutor(2) as pool:
         summaries = dict(pool.map(one, (WHOLE, SHORT)))

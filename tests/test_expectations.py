@@ -1,5 +1,6 @@
-"""The suites of rowstream/expectations.py: Great Expectations itself and the gateway's vectorised
-twin flag the same rows of every class of bad input, the results suite finds planted problems in
+"""The suites of rowstream/expectations.py: Great Expectations itself, the gateway's vectorised
+twin and the SQL that DuckDB runs over files it reads by reference flag the same rows of every
+class of bad input, the results suite finds planted problems in
 result rows, and validating the landing directory keeps each file's verdict once."""
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ import pytest
 from benchmarking import reference
 from optimizer import optimize
 from optimizer.keys import count_columns, result_keys
-from rowstream.expectations import results_suite
-from rowstream.landing import landed_files, read_landed
+from rowstream.expectations import input_parameters, input_suite, results_suite
+from rowstream.landing import landed_files, landed_frame, read_landed
+from rowstream.suite_sql import Landed, identifier, rule
 from runtime.settings import example_stream
 from runtime.validation import (
     RESULTS_SUITE,
@@ -36,7 +38,23 @@ def planted(tmp_path_factory):
     return landing, plant(landing, SmartPlugs(rate=3, **TOPOLOGY), 200, 50)
 
 
-def test_great_expectations_and_the_gateway_flag_the_same_rows(planted):
+def sql_rules(path, schema) -> pl.Series | None:
+    """The rule of each row of a landed file by the suite's SQL form (rowstream/suite_sql.py),
+    over the landed frame as DuckDB scans it; None for a file that cannot be read."""
+    try:
+        frame = landed_frame(path, schema)
+    except Exception:
+        return None
+    landed = Landed({c: identifier(c) for c in frame.columns},
+                    frozenset(c for c, t in frame.schema.items() if t.is_float()))
+    con = duckdb.connect()
+    con.register("landed", frame.with_row_index("position").to_arrow())
+    sql = rule(input_suite(schema), landed, input_parameters(frame, schema))
+    return pl.from_arrow(con.sql(f"SELECT {sql} AS rule FROM landed ORDER BY position")
+                         .to_arrow_table())["rule"]
+
+
+def test_great_expectations_the_gateway_and_the_sql_flag_the_same_rows(planted):
     landing, expected = planted
     flagged = {}
     for name in landed_files(landing):
@@ -44,6 +62,8 @@ def test_great_expectations_and_the_gateway_flag_the_same_rows(planted):
         by_gateway = read_landed(landing / name, PLUGS)
         assert by_gx.select("origin", "rule", "reason").equals(
             by_gateway.select("origin", "rule", "reason"))
+        if (by_sql := sql_rules(landing / name, PLUGS)) is not None:
+            assert by_sql.equals(by_gx["rule"], check_names=False)
         flagged |= dict(by_gx.filter(pl.col("rule").is_not_null())
                         .select("origin", "rule").iter_rows())
     # Lateness depends on the stream before the file: the gateway marks it, not the suite.

@@ -152,17 +152,24 @@ def test_directories_of_one_format_and_stateless_spark_parts_are_read_natively(t
     assert fits(tmp_path, stateless) and not fits(tmp_path, stateful)
 
 
-def test_a_run_reads_natively_where_it_fits_unless_told_otherwise(tmp_path):
+def test_a_run_reads_by_reference_or_natively_where_it_fits_unless_told_otherwise(tmp_path):
     from runtime.run import landing_gateway  # imports pyspark, starts no Spark
     from runtime.spec import RunSpec
 
-    stateless = deploy(explain("q5", placement="duckdb").optimization.plan)
+    duckdb = deploy(explain("q5", placement="duckdb").optimization.plan)
+    stateless = deploy(explain("q5", placement="select_1=spark,aggregate_1=duckdb,"
+                                               "aggregate_2=duckdb").optimization.plan)
     stateful = deploy(explain("q5", placement="spark").optimization.plan)
     (tmp_path / "a.csv").write_text("1,2,3")
+    assert landing_gateway(str(tmp_path), duckdb, "auto") == "reference"
+    assert landing_gateway(str(tmp_path), duckdb, "native") == "native"
     assert landing_gateway(str(tmp_path), stateless, "auto") == "native"
     assert landing_gateway(str(tmp_path), stateless, "python") == "python"
     assert landing_gateway(str(tmp_path), stateful, "auto") == "python"
+    with pytest.raises(TandemError, match="--gateway reference: DuckDB reads .* itself only"):
+        landing_gateway(str(tmp_path), stateless, "reference")
     with pytest.raises(TandemError, match="--gateway native: Spark's own file sources read"):
         landing_gateway(str(tmp_path), stateful, "native")
-    with pytest.raises(TandemError, match="--gateway rust: give one of auto, native, python"):
+    with pytest.raises(TandemError, match="--gateway rust: give one of auto, reference, native, "
+                                          "python"):
         RunSpec("q5", source=str(tmp_path), gateway="rust")  # refused before anything runs

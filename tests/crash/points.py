@@ -83,6 +83,7 @@ def install() -> None:
         "pyspark.sql.datasource_internal": _patch_spark_reader,
         "rowstream.landing_source": _patch_landing_source,
         "rowstream.native": _patch_native,
+        "rowstream.by_reference": _patch_by_reference,
         "rowstream.mig": _patch_mig,
         "columnar.store": _patch_store,
         "runtime.migration": _patch_migration,
@@ -155,6 +156,18 @@ def _patch_native(module: ModuleType) -> None:
         return verdict
 
     module.admit_batch = judged
+
+
+def _patch_by_reference(module: ModuleType) -> None:
+    read = module.FileReferences.read
+
+    def files_read(self, con):  # the by-reference gateway's files, read by DuckDB
+        done = read(self, con)
+        if self.files:
+            crash_point("file-read", self.files[-1].name)
+        return done
+
+    module.FileReferences.read = files_read
 
 
 def _patch_mig(module: ModuleType) -> None:
