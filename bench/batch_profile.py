@@ -2,7 +2,8 @@
 bench`` measures it, with the wall seconds of the MIG's steps over the measured batches.
 
     .venv/bin/python bench/batch_profile.py q1 200000 [--placement auto|spark|duckdb|op=engine,...]
-        [--landed parquet|csv|generator] [--measure SECONDS]
+        [--landed parquet|csv|generator] [--gateway auto|reference|native|python]
+        [--measure SECONDS]
 
 The arrivals (Spark's job and ``toArrow``, then DuckDB's appends) run in ``foreachBatch``; the
 evaluation runs on the MIG's own thread while Spark prepares the next batch (rowstream/mig.py),
@@ -19,6 +20,7 @@ from pyspark.sql.classic.dataframe import DataFrame
 
 from benchmarking.measure import capacity
 from columnar.store import ColumnarStore
+from rowstream.by_reference import FileReferences
 from rowstream.mig import Mig
 from rowstream.native import NativeJudge
 from runtime.explain import explain
@@ -27,6 +29,7 @@ from runtime.explain import explain
 STEPS = [(Mig, "_arrive", "arrival: Spark's job, toArrow and DuckDB's appends"),
          (DataFrame, "toArrow", "  of which toArrow (the Spark job)"),
          (NativeJudge, "__call__", "  of which the input suite and lateness (native gateway)"),
+         (FileReferences, "read", "  of which DuckDB's reading and judging (by reference)"),
          (ColumnarStore, "append_input", "  of which DuckDB appends"),
          (Mig, "_wait", "foreachBatch waiting for the previous evaluation"),
          (Mig, "_evaluate_batch", "evaluation: the DB-ops, commit and purge"),
@@ -41,6 +44,8 @@ def main() -> None:
     parser.add_argument("--measure", type=float, default=10.0, help="event seconds measured")
     parser.add_argument("--landed", default="parquet", choices=("parquet", "csv", "generator"),
                         help="how the stream arrives: landed files of a format, or the generator")
+    parser.add_argument("--gateway", default="auto", choices=("auto", "reference", "native",
+                                                               "python"))
     args = parser.parse_args()
 
     calls: dict[str, list[tuple[float, float]]] = defaultdict(list)  # (start, seconds)
@@ -60,11 +65,12 @@ def main() -> None:
         timed(cls, name)
     plan = explain(args.query, rate=args.rate, placement=args.placement)
     found = capacity(plan, args.rate, warmup=300, measure=args.measure,
-                     landed=None if args.landed == "generator" else args.landed)
+                     landed=None if args.landed == "generator" else args.landed,
+                     gateway=args.gateway)
     batches = int(args.measure)
     since = calls["_arrive"][-batches][0]  # the measured batches, not the warm-up
     print(f"{args.query} at {args.rate:,.0f} tuples/s, placement {args.placement}, "
-          f"{args.landed}: capacity "
+          f"{args.landed}, gateway {args.gateway}: capacity "
           f"{found.tuples_per_second:,.0f} tuples/s over {found.batches} batches")
     print(f"{'step':55s} {'mean s':>7s} {'max s':>7s}  per batch, last {batches} batches")
     for _, name, what in STEPS:

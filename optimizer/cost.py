@@ -39,6 +39,9 @@ SPARK, DUCKDB = "spark", "duckdb"
 PARTITIONED = "duckdb-partitioned"  # DuckDB in Spark's executors, one per hash partition
 DB_ENGINES = (DUCKDB, PARTITIONED)
 SOURCE = {"parquet": "source", "csv": "source_csv"}  # the gateway's function, by file format
+# DuckDB reading and judging a stream's landed files itself, by file format: the crossing by
+# reference (rowstream/by_reference.py), where every operator over the stream runs in DuckDB.
+SCAN = {"parquet": "scan", "csv": "scan_csv"}
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,7 @@ class Fragment:
     work: float
     arrival: float = 0.0  # seconds per second of arrivals: the pane partials' upkeep
     partitioned: bool = False  # runs on duckdb-partitioned (``db_cost``)
+    by_reference: bool = False  # the stream's windows are read from its files, not moved
 
 
 @dataclass(frozen=True)
@@ -179,6 +183,13 @@ class CostModel:
         self._memory = {e: (profile.get(e, "memory", "bytes_per_tuple"),
                             profile.get(e, "memory", "bytes_per_value")) for e in (SPARK, DUCKDB)}
 
+    @property
+    def prices_reference(self) -> bool:
+        """Does the profile price the crossing by reference (``source``)? A profile calibrated
+        before it existed does not: its plans cross by value."""
+        return all(self.profile.get(e, f, "per_call" if f == "control" else "per_tuple") > 0
+                   for e, f in ((SPARK, "control"), *((DUCKDB, f) for f in SCAN.values())))
+
     # -- helpers ---------------------------------------------------------------------------
 
     def _c(self, engine: str, function: str, name: str) -> float:
@@ -245,20 +256,22 @@ class CostModel:
     # -- DB-ops -----------------------------------------------------------------------------
 
     def db(self, members: frozenset[Node], root: Node, to_sink: bool = False,
-           partitioned: bool = False) -> OperatorCost:
+           partitioned: bool = False, by_reference: bool = False) -> OperatorCost:
         """A DB-op: the connected R2R fragment ``members`` (whose output is ``root``'s) evaluated
         as one SQL query in DuckDB. ``to_sink``: its result stays in DuckDB, in the results
-        table, instead of returning to Spark. ``partitioned``: in the executors' DuckDBs."""
+        table, instead of returning to Spark. ``partitioned``: in the executors' DuckDBs;
+        ``by_reference``: the plan's crossings go by reference (``source``)."""
         # The exhaustive enumeration prices the same fragments over and over (j5: 131,074
         # calls for 32,768 placements): summarising one again cost 40 % of its time.
-        key = (members, root, to_sink, partitioned)
+        key = (members, root, to_sink, partitioned, by_reference)
         found = self._db_of_members.get(key)
         if found is None:
             inputs = frozenset(self.signature(c) for m in members for c in m.inputs
                                if c not in members)
             found = self._db_of_members[key] = self.db_cost(
                 Fragment(inputs, sum(self.db_work(m) for m in members),
-                         sum(self.db_arrival(m) for m in members), partitioned), root, to_sink)
+                         sum(self.db_arrival(m) for m in members), partitioned, by_reference),
+                root, to_sink)
         return found
 
     def db_inputs(self, members: frozenset[Node]) -> list[Node]:
@@ -284,7 +297,9 @@ class CostModel:
             return found
         st = self.stats
         terms = [self._input_term(s) for s in fragment.inputs]
-        transfer_in = (sum(lam for lam, _ in terms) * self._c(DUCKDB, "transfer_in", "per_tuple")
+        # By reference, no row crosses: DuckDB reads the stream's files once (``source``).
+        moved = 0.0 if fragment.by_reference else sum(lam for lam, _ in terms)
+        transfer_in = (moved * self._c(DUCKDB, "transfer_in", "per_tuple")
                        + len(terms) * self._per_batch(DUCKDB, "transfer_in"))
         evaluation = self._c(DUCKDB, "query", "per_call") + fragment.work
         out = st[root]
@@ -414,12 +429,17 @@ class CostModel:
 
     # -- fixed operators --------------------------------------------------------------------
 
-    def source(self, streams: list[str]) -> OperatorCost:
+    def source(self, streams: list[str], by_reference: bool = False) -> OperatorCost:
         """Spark is the gateway of every stream, whatever the placement. Its cost per tuple is
         the file format's (CSV lines are parsed, Parquet's columns arrive typed); its cost per
-        micro-batch, the job's, is the same for both."""
-        u = sum(stream.rate * self._c(SPARK, SOURCE[stream.file_format], "per_tuple")
-                for stream in (self.stats.catalog.streams[s] for s in streams))
+        micro-batch, the job's, is the same for both. ``by_reference``: where every operator
+        over the streams runs in DuckDB, Spark only plans and checkpoints the micro-batches
+        (its control cost per batch) and DuckDB reads and judges the files' tuples itself."""
+        found = [self.stats.catalog.streams[s] for s in streams]
+        if by_reference:
+            u = sum(s.rate * self._c(DUCKDB, SCAN[s.file_format], "per_tuple") for s in found)
+            return OperatorCost(u + self._per_batch(SPARK, "control"), 0.0)
+        u = sum(s.rate * self._c(SPARK, SOURCE[s.file_format], "per_tuple") for s in found)
         return OperatorCost(u + self._per_batch(SPARK, "source"), 0.0)
 
     def sink(self, root: Node, engine: str, after_mig: bool = False) -> OperatorCost:

@@ -19,7 +19,7 @@ from optimizer.frontend import parse_query
 from optimizer.logical import LogicalPlan, r2r_operators, windows
 from optimizer.partitioning import partitionable
 from optimizer.phase_one import phase_one
-from optimizer.phase_two import ENGINES, allowed_engines, exhaustive, pruned_search
+from optimizer.phase_two import ENGINES, allowed_engines, exhaustive, search
 from optimizer.physical import PhysicalPlan, evaluate
 from optimizer.profile import Profile
 from optimizer.statistics import Statistics
@@ -111,7 +111,7 @@ def optimize(sql: str, catalog: Catalog, profile: Profile, rate: float | None = 
     pins = parse_placement(placement, plan)
     start = time.perf_counter()
     limit = decompose_above if decompose_above and len(plan) > decompose_above else None
-    result = pruned_search(plan, model, objective, pins, decompose_above=limit)
+    result = search(plan, model, objective, pins, decompose_above=limit)
     phase_two_ms = (time.perf_counter() - start) * 1000
 
     ex_examined = ex_placement = ex_ms = None

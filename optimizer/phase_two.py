@@ -28,7 +28,7 @@ the pruned search.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from optimizer.cost import (
     DUCKDB,
@@ -78,15 +78,65 @@ def allowed_engines(plan: LogicalPlan, pinned: dict[str, str],
             for op in plan.operators]
 
 
+def search(plan: LogicalPlan, model: CostModel, objective: Objective,
+           pinned: dict[str, str] | None = None,
+           decompose_above: int | None = None) -> SearchResult:
+    """Phase two: the pruned search over each class of crossing, each priced as it runs
+    (``physical.plan_cost``), and the best plan of all. The crossing by reference is chosen
+    like any placement: once over the placements that allow it (``reference_pins``), once for
+    each operator that reads a window placed where the rows must cross by value (Spark, or
+    duckdb-partitioned), which together are all the others."""
+    pinned = pinned or {}
+    referenced = reference_pins(plan, pinned) if model.prices_reference else None
+    if referenced is None or not plan.operators:
+        return pruned_search(plan, model, objective, pinned, decompose_above)
+    results = [pruned_search(plan, model, objective, referenced, decompose_above,
+                             by_reference=True)]
+    partitioned = model.profile.prices(PARTITIONED)
+    for op in _readers(plan):
+        for engine in (SPARK, *((PARTITIONED,) if partitioned and partitionable(op) else ())):
+            if pinned.get(plan.ids[op], engine) != engine:
+                continue
+            try:
+                results.append(pruned_search(plan, model, objective,
+                                             {**pinned, plan.ids[op]: engine}, decompose_above))
+            except TandemError:  # no plan honours that pin
+                continue
+    rank = lambda r: (objective.rank(plan_cost(plan, r.placement, model)),  # noqa: E731
+                      tuple(r.placement.values()))
+    return replace(min(results, key=rank),
+                   plans_examined=sum(r.plans_examined for r in results),
+                   partial_plans=sum(r.partial_plans for r in results))
+
+
+def _readers(plan: LogicalPlan) -> list[Node]:
+    """The operators that read a stream's window."""
+    return [op for op in plan.operators if not all(is_r2r(c) for c in op.inputs)]
+
+
+def reference_pins(plan: LogicalPlan, pinned: dict[str, str]) -> dict[str, str] | None:
+    """``pinned`` with every operator that reads a stream's window on the driver's DuckDB: the
+    placements whose crossings go by reference (``physical.by_reference``); None where the pins
+    rule them out."""
+    readers = {plan.ids[op]: DUCKDB for op in _readers(plan)}
+    if any(pinned.get(op, DUCKDB) != DUCKDB for op in readers) or PARTITIONED in pinned.values():
+        return None
+    return {**pinned, **readers}
+
+
 def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
                   pinned: dict[str, str] | None = None,
-                  decompose_above: int | None = None) -> SearchResult:
+                  decompose_above: int | None = None, by_reference: bool = False) -> SearchResult:
+    """Phase two's bottom-up search with the pruning of Sec. 6.3.4. ``by_reference``: among the
+    placements whose crossings go by reference only (``reference_pins``), priced so."""
     pinned = pinned or {}
     if not plan.operators:
         return SearchResult({}, 1, 0, 1)  # only a window: nothing to place
-    allowed = allowed_engines(plan, pinned, model.profile.prices(PARTITIONED))
-    source = model.source(plan.streams)
-    prune_infeasible = objective.feasibility and _known_feasible(plan, model, objective, pinned)
+    allowed = allowed_engines(plan, pinned,
+                              model.profile.prices(PARTITIONED) and not by_reference)
+    source = model.source(plan.streams, by_reference)
+    prune_infeasible = objective.feasibility and _known_feasible(plan, model, objective, pinned,
+                                                                 by_reference)
     cut = _cut_points(plan, decompose_above) if decompose_above else set()
     plans: dict[Node, list[Partial]] = {}
     constructed = examined = 0
@@ -157,7 +207,8 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
                         inputs |= {model.signature(child)}
                 else:
                     new.append(Partial(i, sum((p.engines for p in combo), ()) + (index,), closed,
-                                       Fragment(inputs, work, arrival, engine == PARTITIONED)))
+                                       Fragment(inputs, work, arrival, engine == PARTITIONED,
+                                                by_reference)))
                     constructed += 1
         new = _undominated_fragments([p for p in new if keep(p)])
         if op in cut:
@@ -251,11 +302,12 @@ def _feeds_partitions(child: Node, p: Partial) -> bool:
 
 
 def _known_feasible(plan: LogicalPlan, model: CostModel, objective: Objective,
-                    pinned: dict[str, str]) -> bool:
-    """Is the pure-Spark or the pure-DuckDB plan (with the pins applied) feasible?"""
+                    pinned: dict[str, str], by_reference: bool) -> bool:
+    """Is the pure-Spark or the pure-DuckDB plan (with the pins applied) feasible, priced as
+    the search prices it?"""
     for engine in (SPARK, DUCKDB):
         placement = {**uniform(plan, engine), **pinned}
-        if objective.feasible(plan_cost(plan, placement, model)):
+        if objective.feasible(plan_cost(plan, placement, model, by_reference)):
             return True
     return False
 

@@ -29,6 +29,8 @@ class PhysicalPlan:
     placement: dict[str, str]  # logical operator id -> spark | duckdb | duckdb-partitioned
     operators: tuple[PhysicalOperator, ...]
     cost: PlanCost
+    # Its crossings go by reference: DuckDB reads the stream's landed files (``by_reference``).
+    by_reference: bool = False
 
     @property
     def db_ops(self) -> list[PhysicalOperator]:
@@ -54,6 +56,17 @@ def db_fragments(plan: LogicalPlan, placement: dict[str, str]) -> dict[Node, fro
     return {root: frozenset(f) for root, f in fragments.items()}
 
 
+def by_reference(plan: LogicalPlan, placement: dict[str, str], model: CostModel) -> bool:
+    """Whether a placement's crossings go by reference (``rowstream/by_reference.py``): every
+    operator that reads a window of a stream runs in the driver's DuckDB, none in Spark's
+    executors, so Spark hands DuckDB the files of each micro-batch and no row. The profile must
+    price it (``tandem calibrate``)."""
+    return (model.prices_reference
+            and all(placement[plan.ids[op]] == DUCKDB for op in plan.operators
+                    if not all(is_r2r(c) for c in op.inputs))
+            and PARTITIONED not in placement.values())
+
+
 def after_mig(plan: LogicalPlan, placement: dict[str, str]) -> set[Node]:
     """The Spark operators a DB-op feeds, directly or through others: they run on the MIG's
     evaluation thread, over DataFrames of DuckDB's rows."""
@@ -66,9 +79,14 @@ def after_mig(plan: LogicalPlan, placement: dict[str, str]) -> set[Node]:
     return after
 
 
-def plan_cost(plan: LogicalPlan, placement: dict[str, str], model: CostModel) -> PlanCost:
-    """C(P) = <C_b, C_u> (Eq. 6.5, 6.6) with the state memory, of a complete placement."""
-    cost = ZERO.add(model.source(plan.streams))
+def plan_cost(plan: LogicalPlan, placement: dict[str, str], model: CostModel,
+              referenced: bool | None = None) -> PlanCost:
+    """C(P) = <C_b, C_u> (Eq. 6.5, 6.6) with the state memory, of a complete placement, its
+    crossings by reference where it allows them (``referenced``: priced so, or not, whatever
+    it allows)."""
+    if referenced is None:
+        referenced = by_reference(plan, placement, model)
+    cost = ZERO.add(model.source(plan.streams, referenced))
     after = after_mig(plan, placement)
     for op in plan.operators:
         if placement[plan.ids[op]] == SPARK:
@@ -76,7 +94,8 @@ def plan_cost(plan: LogicalPlan, placement: dict[str, str], model: CostModel) ->
             cost = cost.add(c.after_mig() if op in after else c)
     for root, fragment in db_fragments(plan, placement).items():
         cost = cost.add(model.db(fragment, root, to_sink=root is plan.root,
-                                 partitioned=placement[plan.ids[root]] == PARTITIONED))
+                                 partitioned=placement[plan.ids[root]] == PARTITIONED,
+                                 by_reference=referenced))
     return cost.add(model.sink(plan.root, root_engine(plan, placement), plan.root in after))
 
 
@@ -94,7 +113,8 @@ def evaluate(plan: LogicalPlan, placement: dict[str, str], model: CostModel) -> 
         return owner.get(child, plan.ids[child])
 
     rate = sum(st.catalog.streams[s].rate for s in plan.streams)
-    source = model.source(plan.streams)
+    referenced = by_reference(plan, placement, model)
+    source = model.source(plan.streams, referenced)
     ops = [PhysicalOperator("source", "source", SPARK, (), (), rate, rate, source.u, source.memory)]
     for op in plan.operators:
         op_id = plan.ids[op]
@@ -106,7 +126,8 @@ def evaluate(plan: LogicalPlan, placement: dict[str, str], model: CostModel) -> 
         elif op in fragments:  # a DB-op is listed once, at its root
             fragment = fragments[op]
             engine = placement[op_id]
-            c = model.db(fragment, op, to_sink=op is plan.root, partitioned=engine == PARTITIONED)
+            c = model.db(fragment, op, to_sink=op is plan.root, partitioned=engine == PARTITIONED,
+                         by_reference=referenced)
             inputs = model.db_inputs(fragment)
             ops.append(PhysicalOperator(
                 owner[op], "db-op", engine, tuple(plan.ids[m] for m in plan.operators if m in fragment),
@@ -115,7 +136,8 @@ def evaluate(plan: LogicalPlan, placement: dict[str, str], model: CostModel) -> 
     sink = model.sink(plan.root, root_engine(plan, placement), plan.root in after_mig(plan, placement))
     ops.append(PhysicalOperator("sink", "sink", DUCKDB, (), (physical_input(plan.root),),
                                 st[plan.root].lambda_out, st[plan.root].lambda_out, sink.u, 0.0))
-    return PhysicalPlan(plan, dict(placement), tuple(ops), plan_cost(plan, placement, model))
+    return PhysicalPlan(plan, dict(placement), tuple(ops), plan_cost(plan, placement, model),
+                        referenced)
 
 
 def root_engine(plan: LogicalPlan, placement: dict[str, str]) -> str:

@@ -65,6 +65,9 @@ class Explanation:
             "evaluation_cost": plan.cost.evaluation,
             "overlap": o.objective.overlap if o.objective.time_shared else None,
             "feasible": o.feasible,
+            # How the stream reaches the DB-ops from landed files: "reference" (DuckDB reads
+            # each micro-batch's files, rowstream/by_reference.py) or "value" (Spark's rows).
+            "crossing": "reference" if plan.by_reference else "value",
             "feasibility_check": o.objective.feasibility,
             "memory_bytes": plan.cost.memory,
             "memory_budget": o.objective.memory_budget,

@@ -524,7 +524,9 @@ def render(result: Explanation) -> None:
     console.print(f"[bold]{result.query}[/] at {_fmt(o.rate)} tuples/s "
                   f"(profile: {_short(result.profile)}, catalog: {_short(result.catalog)})")
     console.print(tree)
-    console.print(f"source (Spark gateway)  λ {_fmt(source.lambda_out)}  u {source.u:.4f}")
+    gateway = ("by reference: Spark plans the batches, DuckDB reads their files"
+               if plan.by_reference else "Spark gateway: the rows cross by value")
+    console.print(f"source ({gateway})  λ {_fmt(source.lambda_out)}  u {source.u:.4f}")
 
     summary = Table(show_header=False, box=None, padding=(0, 2))
     feasible = "[green]yes[/]" if o.feasible else "[red]no[/]"
