@@ -1,15 +1,17 @@
-"""How fast each gateway brings a landing directory in: the optimiser's plan for each query,
-measured as ``tandem bench`` measures it (windows filled, then 1-s micro-batches), reading the
-same events as CSV through Spark's own text source (the native gateway, Tandem's default), as
-CSV through Tandem's Python data source, and as Parquet through Spark's own Parquet source.
+"""How fast each crossing brings a landing directory in, against the DuckDB-alone limit: a plan
+measured as ``tandem bench`` measures it (windows filled, then 1-s micro-batches) from the same
+events landed as Parquet, by reference (Spark's file source plans each batch, DuckDB reads its
+files: rowstream/by_reference.py), by value through Spark's own Parquet source (the native
+gateway), and by the same MIG fed the files in a loop with no Spark at all
+(``benchmarking.measure.duckdb_alone``, the limit); optionally the same from CSV files.
 
-    .venv/bin/python bench/gateways.py [q1 q5] [--rate 350000] [--rounds 2] [--profile P]
+    .venv/bin/python bench/gateways.py [q1 q5] [--rate 1000000] [--rounds 1] [--csv]
+        [--placement duckdb] [--profile P]
 
-The rate is offered above what the CSV gateways sustain, so that each capacity (tuples over
-wall seconds) is what the gateway reaches, not the rate. The three run in turn, round after
-round, each round in the reverse order of the one before: the first measurement in a process
-pays for a cold JVM, and the order spreads that. Writes bench/results/<date>/gateways.json and
-.md.
+The rate is offered above what the crossings sustain, so that each capacity (tuples over wall
+seconds) is what the crossing reaches, not the rate. The systems run in turn, each round in the
+reverse order of the one before. Writes bench/results/<date>/gateways.json and .md, and each
+query's limit into bench/results/bench.json as ``limits.duckdb.<query>``.
 """
 
 from __future__ import annotations
@@ -24,55 +26,90 @@ from benchmarking import measure
 from runtime.explain import explain
 
 RESULTS = Path(__file__).resolve().parent / "results"
-GATEWAYS = {"csv-native": ("csv", "native"), "csv-python": ("csv", "python"),
-            "parquet-native": ("parquet", "native")}
 FILL, MEASURED = 300.0, 20.0  # event seconds, as bench/peers/flink.py measures Tandem
+LIMIT = "duckdb-alone"
+
+
+def systems(with_csv: bool) -> dict[str, dict]:
+    """Each system's arguments to ``measure.capacity`` (the limit has its own function)."""
+    found = {"parquet-reference": {"landed": "parquet", "gateway": "reference"},
+             "parquet-native": {"landed": "parquet", "gateway": "native"}, LIMIT: {}}
+    if with_csv:
+        found |= {"csv-reference": {"landed": "csv", "gateway": "reference"},
+                  "csv-native": {"landed": "csv", "gateway": "native"}}
+    return found
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("queries", nargs="*", default=["q1", "q5"])
-    parser.add_argument("--rate", type=float, default=350_000.0)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rate", type=float, default=1_000_000.0)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--placement", default="duckdb")
+    parser.add_argument("--csv", action="store_true", help="also CSV landings")
     parser.add_argument("--profile", help="calibration profile (default: the shipped one)")
     args = parser.parse_args()
     out = RESULTS / dt.date.today().isoformat()
     out.mkdir(parents=True, exist_ok=True)
+    compared = systems(args.csv)
     runs = []
     for query in args.queries:
-        plan = explain(query, rate=args.rate, profile=args.profile)
+        plan = explain(query, rate=args.rate, profile=args.profile, placement=args.placement)
         for n in range(args.rounds):
-            for name in list(GATEWAYS)[::-1 if n % 2 else 1]:
-                landed, gateway = GATEWAYS[name]
-                found = measure.capacity(plan, args.rate, warmup=FILL, measure=MEASURED,
-                                         landed=landed, gateway=gateway)
-                runs.append({"query": query, "gateway": name, "round": n,
+            for name in list(compared)[::-1 if n % 2 else 1]:
+                if name == LIMIT:
+                    found = measure.duckdb_alone(plan, args.rate, warmup=FILL, measure=MEASURED)
+                else:
+                    found = measure.capacity(plan, args.rate, warmup=FILL, measure=MEASURED,
+                                             **compared[name])
+                runs.append({"query": query, "system": name, "round": n,
                              "tuples_per_second": round(found.tuples_per_second),
+                             "batches": found.batches,
                              "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")})
                 print(json.dumps(runs[-1]), flush=True)
-    (out / "gateways.json").write_text(json.dumps({"rate": args.rate, "runs": runs}, indent=1)
-                                       + "\n")
-    (out / "gateways.md").write_text(report(runs, args.rate, args.profile))
-
-
-def report(runs: list[dict], rate: float, profile: str | None) -> str:
-    lines = ["# Gateways", "",
-             f"`.venv/bin/python bench/gateways.py {' '.join(dict.fromkeys(r['query'] for r in runs))} "
-             f"--rate {rate:.0f}" + (f" --profile {profile}" if profile else "") + "`: the "
-             "optimiser's plan, capacity in tuples/s at that offered rate (window fill taken "
-             "out), every round's figure and their median.", "",
-             "| query | " + " | ".join(GATEWAYS) + " | CSV native / CSV Python |",
-             "|---|" + "---:|" * (len(GATEWAYS) + 1)]
+    setting = {"rate": args.rate, "placement": args.placement, "profile": args.profile}
+    (out / "gateways.json").write_text(json.dumps(setting | {"runs": runs}, indent=1) + "\n")
+    (out / "gateways.md").write_text(report(runs, compared, args))
+    bench = RESULTS / "bench.json"
+    merged = json.loads(bench.read_text()) if bench.exists() else {}
+    limits = merged.setdefault("limits", {}).setdefault("duckdb", {})
     for query in dict.fromkeys(r["query"] for r in runs):
-        medians = {}
+        limits[query] = {"max_rate": _median(runs, query, LIMIT), "offered": args.rate,
+                         "placement": args.placement, "command": _command(runs, args)}
+    bench.write_text(json.dumps(merged, indent=1) + "\n")
+
+
+def _median(runs: list[dict], query: str, system: str) -> float:
+    return statistics.median(r["tuples_per_second"] for r in runs
+                             if r["query"] == query and r["system"] == system)
+
+
+def _command(runs: list[dict], args) -> str:
+    return (f".venv/bin/python bench/gateways.py {' '.join(dict.fromkeys(r['query'] for r in runs))}"
+            f" --rate {args.rate:.0f} --rounds {args.rounds} --placement {args.placement}"
+            + (" --csv" if args.csv else "") + (f" --profile {args.profile}" if args.profile else ""))
+
+
+def report(runs: list[dict], compared: dict, args) -> str:
+    lines = ["# Crossings against the DuckDB-alone limit", "",
+             f"`{_command(runs, args)}`: capacity in tuples/s at that offered rate (windows "
+             f"filled with {FILL:.0f} s of event time, then {MEASURED:.0f} 1-s micro-batches, the "
+             "first two dropped), every round's figure and their median; the systems "
+             "interleaved in one run.", "",
+             "| query | " + " | ".join(compared) + " | reference / native | limit / reference |",
+             "|---|" + "---:|" * (len(compared) + 2)]
+    for query in dict.fromkeys(r["query"] for r in runs):
         cells = []
-        for name in GATEWAYS:
+        for name in compared:
             figures = [r["tuples_per_second"] for r in runs
-                       if r["query"] == query and r["gateway"] == name]
-            medians[name] = statistics.median(figures)
-            cells.append(", ".join(f"{f:,}" for f in figures) + f" (median {medians[name]:,.0f})")
-        ratio = medians["csv-native"] / medians["csv-python"]
-        lines.append(f"| {query} | " + " | ".join(cells) + f" | {ratio:.2f}x |")
+                       if r["query"] == query and r["system"] == name]
+            cells.append(", ".join(f"{f:,}" for f in figures)
+                         + (f" (median {statistics.median(figures):,.0f})" if len(figures) > 1
+                            else ""))
+        reference = _median(runs, query, "parquet-reference")
+        ratios = (f"{reference / _median(runs, query, 'parquet-native'):.2f}x",
+                  f"{_median(runs, query, LIMIT) / reference:.2f}x")
+        lines.append(f"| {query} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -6,7 +6,9 @@ Six groups of micro-benchmarks, each on the real engines:
 * **the gateway** (one streaming query per rate): per micro-batch, timed Spark jobs over
   Parquet files landed as users land them, read by Spark's own source (scan; every row moved
   to the MIG and judged; select; project; select and move to DuckDB), and the time Spark spends
-  outside them, its fixed cost per micro-batch; then CSV files read and judged, for the parse;
+  outside them, its fixed cost per micro-batch and its control of a batch by reference; then
+  CSV files read and judged, for the parse; and the same files read, judged and stored by
+  DuckDB itself, the crossing by reference's scan;
 * **DuckDB fragments**: the SQL of small DB-ops over windows of growing cardinality;
 * **DuckDB -> Spark**: ``createDataFrame`` from Arrow tables of growing size;
 * **Spark's stateful operators**: small queries deployed entirely in Spark, their capacity
@@ -167,10 +169,13 @@ GATEWAY_RATES = (20_000, 100_000, 200_000, 400_000)  # tuples/s of the files lan
 def _gateway(spark, rate: float, seconds: int, file_format: str = "parquet") -> list[dict]:
     """One streaming query over files landed at ``rate``, read as ``tandem run`` reads them
     (Spark's own file source, rowstream/native.py): per micro-batch, the seconds of each timed
-    job and of Spark's work outside them. CSV times only "read": it differs from Parquet only
-    in the parse, which every job repeats."""
+    job and of Spark's work outside them (its control of the batch). CSV times only "read": it
+    differs from Parquet only in the parse, which every job repeats. "reference" is DuckDB
+    reading, judging and storing the batch's files itself (rowstream/by_reference.py)."""
     import polars as pl
 
+    from rowstream.by_reference import FileReferences
+    from rowstream.landing import batch_files
     from rowstream.native import admit_batch, judged_columns, native_stream
     from runtime.settings import example_stream
 
@@ -188,6 +193,14 @@ def _gateway(spark, rate: float, seconds: int, file_format: str = "parquet") -> 
         row["read"] = _time(lambda: admit_batch(
             pl.from_arrow(batch.select(*judged_columns(plugs)).toArrow()), plugs,
             high_water=None, lateness=0.0, slide=1.0))
+        files = tuple(batch_files(checkpoint, batch_id))  # as the gateway finds them
+
+        def by_reference() -> None:
+            read = FileReferences(plugs, files, None, 0.0, 1.0).read(store.con)
+            store.append("calibrate", "referenced", read.rows, batch_id)
+            read.close(store.con)
+
+        row["reference"] = _time(by_reference)
         if file_format == "parquet":
             none = "plug_id < 0"
             row["scan"] = _time(lambda: batch.where(none).toArrow())
@@ -205,13 +218,13 @@ def _gateway(spark, rate: float, seconds: int, file_format: str = "parquet") -> 
         left.append(time.perf_counter())
 
     with scratch("tandem-calibrate-") as tmp:
-        landing = Path(tmp) / "landing"
+        landing, checkpoint = Path(tmp) / "landing", Path(tmp) / "checkpoint"
         SmartPlugs(rate=rate).write_files(landing, seconds + 1, 1.0, file_format=file_format)
         with ColumnarStore(Path(tmp) / "c.duckdb") as store:
             store.create("calibrate", fresh=True)
             query = (native_stream(spark, plugs, str(landing)).writeStream.foreachBatch(each)
                      .trigger(availableNow=True)
-                     .option("checkpointLocation", str(Path(tmp) / "checkpoint")).start())
+                     .option("checkpointLocation", str(checkpoint)).start())
             try:
                 query.awaitTermination()
             finally:
@@ -229,7 +242,8 @@ def calibrate(out: str | Path = settings.CALIBRATED_PROFILE, *,
     fits: dict[tuple[str, str], Fitted] = {}
     spark = spark_session(log=settings.spark_log_path(out), master=settings.spark_master())
 
-    say("gateway: Parquet files read, judged, selected, projected and moved to DuckDB at 4 rates")
+    say("gateway: Parquet files read, judged, selected, projected and moved to DuckDB, or read "
+        "by DuckDB itself, at 4 rates")
     batches = [b for rate in GATEWAY_RATES for b in _gateway(spark, rate, 5)]
     n = np.array([b["tuples"] for b in batches], dtype=float)
     moved = np.array([b["moved"] for b in batches], dtype=float)
@@ -247,14 +261,23 @@ def calibrate(out: str | Path = settings.CALIBRATED_PROFILE, *,
     # The result sink is the same move (toArrow, then an insert).
     fits["spark", "sink"] = _line(model, ("spark", "sink"), moved, transfer)
 
-    say("gateway: CSV files read, parsed and judged at 4 rates")
+    # By reference, Spark's part of a batch is its control alone, and DuckDB reads the files.
+    fits["spark", "control"] = _set(model, "spark", "control", 0.0, len(batches),
+                                    per_call=outside)
+    fits["duckdb", "scan"] = _line(model, ("duckdb", "scan"), n,
+                                   np.array([b["reference"] for b in batches]))
+
+    say("gateway: CSV files read, parsed and judged by Spark, or by DuckDB, at 4 rates")
     batches = [b for rate in GATEWAY_RATES for b in _gateway(spark, rate, 5, "csv")]
     # Per micro-batch the job costs what Parquet's does (CostModel.source); the parse is
     # per tuple, so CSV's reads less that fixed part are fitted through the origin.
     job = model.values["spark", "source", "per_call"] - outside
-    fits["spark", "source_csv"] = _line(
-        model, ("spark", "source_csv"), np.array([b["tuples"] for b in batches], dtype=float),
-        np.array([b["read"] for b in batches]) - job, per_call=False)
+    lines = np.array([b["tuples"] for b in batches], dtype=float)
+    fits["spark", "source_csv"] = _line(model, ("spark", "source_csv"), lines,
+                                        np.array([b["read"] for b in batches]) - job,
+                                        per_call=False)
+    fits["duckdb", "scan_csv"] = _line(model, ("duckdb", "scan_csv"), lines,
+                                       np.array([b["reference"] for b in batches]))
 
     say("DuckDB: fragment SQL over windows of growing cardinality")
     fits.update(_duckdb(model))

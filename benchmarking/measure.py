@@ -26,12 +26,14 @@ import pyarrow as pa
 from columnar.fragment_sql import input_table, rows_kept
 from columnar.store import ColumnarStore
 from optimizer.deployment import deploy
-from optimizer.logical import stateless_rows
+from optimizer.errors import TandemError
+from optimizer.logical import Window, stateless_rows
+from rowstream.by_reference import FileReferences, ReferencedFiles
 from rowstream.gateway import STREAM
 from rowstream.generator import WARMUP_SPAN
-from rowstream.mig import EPOCH
+from rowstream.mig import EPOCH, Mig
 from runtime.explain import Explanation
-from runtime.run import catalog_streams, default_lateness, run, scratch
+from runtime.run import catalog_streams, default_lateness, run, scratch, stream_schema
 from runtime.spec import RunSpec
 from workload.smart_plugs import DEBS_START, SmartPlugs
 
@@ -165,3 +167,57 @@ def capacity(plan: Explanation, rate: float, *, warmup: float, measure: float,
     first, last = after[SETTLE], after[-1]
     tuples = sum(m[1] for m in marks[first:last + 1])
     return Capacity(tuples, marks[last][0] - marks[first - 1][0], last - first + 1, loaded)
+
+
+@dataclass(frozen=True)
+class _LandedFiles(ReferencedFiles):
+    """The crossing by reference without Spark: micro-batch k is the k-th landed file, as
+    Spark's file source would plan it (one file per batch, in name order)."""
+
+    files: tuple[Path, ...] = ()
+
+    def judge(self, batch_id: int, high_water) -> FileReferences:
+        return FileReferences(self.schema, (self.files[batch_id],), high_water, self.lateness,
+                              self.slide)
+
+
+def duckdb_alone(plan: Explanation, rate: float, *, warmup: float, measure: float,
+                 span: float = 1.0, stream: list[pa.Table] | None = None,
+                 lateness: float | None = None) -> Capacity:
+    """The DuckDB-alone limit of a plan whose operators all run in the driver's DuckDB: the
+    same landed Parquet files, the same generated SQL and the same MIG (its judging, appends,
+    evaluation thread, commits and purges), fed the files one micro-batch each in a loop, with
+    no Spark. Tandem by reference differs from it only in Spark's control of each batch, so it
+    is the figure Tandem's capacity is held against. Windows filled and batches counted as
+    ``capacity`` does."""
+    deployment = deploy(plan.optimization.plan)
+    if not all(isinstance(n, Window) for n in deployment.crossings):
+        raise TandemError(f"{plan.query.stem}: the DuckDB-alone limit runs plans whose operators "
+                          "over the stream all run in DuckDB: give placement duckdb")
+    if lateness is None:
+        lateness = default_lateness(catalog_streams(plan))
+    name, slide = plan.query.stem, plan.optimization.plan.logical.root.slide
+    with scratch("tandem-alone-") as tmp:
+        landing = land(Path(tmp) / "landing", rate, warmup, measure, span, "parquet",
+                       preloaded=True)
+        files = tuple(sorted(p for p in landing.iterdir() if p.suffix == ".parquet"))
+        with ColumnarStore(Path(tmp) / "m.duckdb") as store:
+            preload(store, plan, stream if stream is not None else warmup_stream(rate, warmup),
+                    warmup, lateness)
+            marks: list[tuple[float, int]] = []
+            gateway = _LandedFiles(stream_schema(plan), str(landing), "", lateness, slide,
+                                   files)
+            mig = Mig(name, deployment, store, None, plan.fragments, gateway,
+                      lambda report: marks.append((time.perf_counter(), report.tuples)),
+                      lateness=lateness)
+            try:
+                for batch_id in range(len(files)):
+                    mig(None, batch_id)
+                mig.drain()
+            finally:
+                mig.close()
+    if mig.failure is not None:
+        raise mig.failure
+    first, last = SETTLE, len(marks) - 1
+    tuples = sum(n for _, n in marks[first:last + 1])
+    return Capacity(tuples, marks[last][0] - marks[first - 1][0], last - first + 1, True)

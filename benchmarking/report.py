@@ -84,10 +84,11 @@ def write(points: list[Point], out_dir: Path, command: str, calibration: str,
     data = write_json(points, out_dir / "bench.json", command, calibration, minutes, spark_design)
     if latest:
         latest_json = out_dir.parent / "bench.json"
-        peers = json.loads(latest_json.read_text()).get("peers") if latest_json.exists() else None
-        # bench/peers/ measure for hours and add their figures here: a sweep must not drop them.
-        latest_json.write_text(json.dumps(data | ({"peers": peers} if peers else {}), indent=1)
-                               + "\n")
+        before = json.loads(latest_json.read_text()) if latest_json.exists() else {}
+        # bench/peers/ and bench/gateways.py measure for hours and add their figures here (the
+        # peers', the DuckDB-alone limits): a sweep must not drop them.
+        added = {k: before[k] for k in ("peers", "limits") if before.get(k)}
+        latest_json.write_text(json.dumps(data | added, indent=1) + "\n")
     kept = out_dir / "profile.toml"  # the unit costs the predictions and choices came from
     if Path(calibration).is_file() and not (kept.exists() and kept.samefile(calibration)):
         shutil.copy(calibration, kept)

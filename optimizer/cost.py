@@ -437,7 +437,8 @@ class CostModel:
         (its control cost per batch) and DuckDB reads and judges the files' tuples itself."""
         found = [self.stats.catalog.streams[s] for s in streams]
         if by_reference:
-            u = sum(s.rate * self._c(DUCKDB, SCAN[s.file_format], "per_tuple") for s in found)
+            u = sum(s.rate * self._c(DUCKDB, SCAN[s.file_format], "per_tuple")
+                    + self._per_batch(DUCKDB, SCAN[s.file_format]) for s in found)
             return OperatorCost(u + self._per_batch(SPARK, "control"), 0.0)
         u = sum(s.rate * self._c(SPARK, SOURCE[s.file_format], "per_tuple") for s in found)
         return OperatorCost(u + self._per_batch(SPARK, "source"), 0.0)
