@@ -316,6 +316,10 @@ class ColumnarStore:
         """The micro-batches whose arrival is recorded."""
         return self._run(f"SELECT count(*) FROM {schema_name(query)}.progress")[0][0]
 
+    def last_arrival(self, query: str) -> int | None:
+        """The last micro-batch whose arrival is recorded."""
+        return self._run(f"SELECT max(batch_id) FROM {schema_name(query)}.progress")[0][0]
+
     def unevaluated(self, query: str) -> tuple[int, Progress] | None:
         """The last micro-batch, if its rows arrived but its evaluation never committed (a run
         stopped in between), with its progress."""

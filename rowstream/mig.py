@@ -24,7 +24,11 @@ Steps 2–4 run in a thread of their own, one batch at a time, while Spark prepa
 micro-batch: on two cores Spark's per-batch work and DuckDB's evaluation overlap. Step 1 stays
 in ``foreachBatch``: once Spark has committed a batch, its rows and how far they complete the
 crossings are in DuckDB, and an evaluation a restart interrupted is redone from the last
-committed window_end (``ColumnarStore.arrived`` / ``commit``).
+committed window_end (``ColumnarStore.arrived`` / ``commit``). Where DuckDB reads the batch's
+files by reference (``rowstream/by_reference.py``), no Spark job reads the batch and step 1
+runs on the thread too: Spark's control of the next batch overlaps all of DuckDB's work, and
+a batch Spark committed before its rows reached DuckDB is read again from the files Spark's
+checkpoint lists (``recover``).
 
 When the whole plan runs in Spark, the root is the only crossing and, once Spark has tagged its
 rows with their window, they are the results as they come; with the "buckets" design
@@ -73,6 +77,7 @@ from rowstream.gateway import (
     admitted_rows,
     quarantined_rows,
 )
+from rowstream.landing import committed_batches
 from rowstream.partitioned import (
     FILE_READ,
     SUMMARY,
@@ -300,6 +305,16 @@ class Mig:
         if self.paused:  # the run stops here for a migration: this batch is the next plan's
             return
         try:
+            if self.gateway.by_reference:
+                # No Spark job reads the batch: DuckDB reads its files on the MIG's thread
+                # while Spark plans the next one. Spark may commit the batch before its rows
+                # reach DuckDB; its files stay in the landing directory and in Spark's
+                # checkpoint, and ``recover`` reads such a batch again.
+                self._wait()
+                self._pending = self._thread.submit(self._arrive_and_evaluate,
+                                                    self.batch_base + batch_id,
+                                                    time.perf_counter())
+                return
             arrival = self._arrive(batch, self.batch_base + batch_id, time.perf_counter())
             self._wait()  # one evaluation at a time, in batch order
             self._pending = self._thread.submit(self._evaluate_batch, arrival)
@@ -322,7 +337,8 @@ class Mig:
     def recover(self) -> None:
         """Evaluate what a stopped run left arrived but unevaluated. Spark may have committed
         that batch and will not replay it; if it has not, its replay takes these results back
-        and evaluates again."""
+        and evaluates again. By reference, also read the batches Spark committed whose rows
+        never reached DuckDB (``__call__``), from the files its checkpoint lists."""
         pending = self.store.unevaluated(self.query)
         if pending is not None:
             batch_id, progress = pending
@@ -330,6 +346,22 @@ class Mig:
                 batch_id, time.perf_counter(), 0, None, Quarantined(), progress.first_ts,
                 progress.frontiers, None))
             self._wait()
+        if self.gateway.by_reference and self.checkpoint is not None:
+            last = self.store.last_arrival(self.query)
+            for batch in sorted(committed_batches(self.checkpoint)):
+                if last is None or self.batch_base + batch > last:
+                    self._pending = self._thread.submit(
+                        self._arrive_and_evaluate, self.batch_base + batch, time.perf_counter())
+                    self._wait()
+
+    def _arrive_and_evaluate(self, batch_id: int, started: float) -> None:
+        """Steps 1–4 of a batch DuckDB reads by reference, on the MIG's thread."""
+        try:
+            arrival = self._arrive(None, batch_id, started)
+        except Exception as err:
+            self.failure = err
+            raise
+        self._evaluate_batch(arrival)
 
     def release(self, results: str) -> int:
         """Move the results held in this plan's own table into ``results``'s, and write there

@@ -23,12 +23,14 @@ from runtime.microbatch import run_microbatch
 from runtime.run import run
 from runtime.spec import RunSpec
 from tests.conftest import QUERIES, lost_and_duplicated, query_sql, short
-from tests.crash.points import POINTS, environment
+from tests.crash.points import POINTS, REFERENCE_POINTS, environment
 from tests.test_reference import assert_same_rows
 from workload.disorder import Disorder
 from workload.smart_plugs import SmartPlugs
 
 pytestmark = pytest.mark.integration
+
+EVERY_POINT = POINTS | REFERENCE_POINTS
 
 ROOT = Path(__file__).resolve().parents[1]
 # Q5 with its first aggregate in Spark (state in Spark's checkpoint) and its second in DuckDB.
@@ -134,7 +136,7 @@ def assert_chain_resumes_exactly_once(landing: list[Path], store: Path, placemen
         killed = tandem(*args, *(["--resume"] if batch > 1 else []),
                         crash=f"{point}:{where(point, batch, landing)}")
         assert killed.returncode == -signal.SIGKILL, (
-            f"the run did not reach the crash point {point} ({POINTS[point]}) in micro-batch "
+            f"the run did not reach the crash point {point} ({EVERY_POINT[point]}) in micro-batch "
             f"{batch}: {killed.stderr[-2000:]}")
     summary = run(RunSpec(short("q5"), placement=placement, source=str(landing[0].parent),
                           store=str(store), lateness=float(LATENESS), resume=True,
@@ -191,7 +193,8 @@ def test_a_killed_microbatch_run_resumes_exactly_once(tmp_path, landing, reliabi
 # duckdb-partitioned (rowstream/partitioned.py: the partitions append, evaluate and purge in
 # the batch's job; a replay replaces their rows, a recovered batch is evaluated again in them)
 # under the same protocol.
-REFERENCE_POINTS = ["file-read", "arrival", "spark-committed", "duckdb-write"]
+BY_REFERENCE_POINTS = ["file-read", "committed-unread", "arrival", "spark-committed",
+                       "duckdb-write"]
 NATIVE_POINTS = ["file-read", "spark-committed", "duckdb-write"]
 PARTITIONED_POINTS = ["arrival", "spark-committed", "duckdb-write"]
 
@@ -199,7 +202,7 @@ PARTITIONED_POINTS = ["arrival", "spark-committed", "duckdb-write"]
 # Each gateway once, each format once, and each placement where the rows are judged (the
 # driver's MIG, or the executors): the format decides how the files are parsed, not the protocol.
 @pytest.mark.parametrize("file_format, placement, gateway, points", [
-    ("parquet", "duckdb", "reference", REFERENCE_POINTS),
+    ("parquet", "duckdb", "reference", BY_REFERENCE_POINTS),
     ("csv", "select_1=spark,aggregate_1=duckdb,aggregate_2=duckdb", "native", NATIVE_POINTS),
     ("parquet", "duckdb-partitioned", "native", PARTITIONED_POINTS)])
 def test_a_run_from_files_killed_at_its_crash_points_resumes_exactly_once(

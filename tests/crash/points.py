@@ -38,6 +38,11 @@ POINTS = {
     "spark-committed": "Spark has committed the micro-batch, DuckDB not yet its results",
     "duckdb-write": "inside DuckDB's transaction that commits the micro-batch's results",
 }
+# The crossing by reference (rowstream/by_reference.py), where Spark commits a batch before
+# DuckDB has read its files.
+REFERENCE_POINTS = {
+    "committed-unread": "Spark has committed the micro-batch, DuckDB has not read its files",
+}
 # An adaptive run's migrations (runtime/migration.py), where the number of the plan they start.
 MIGRATION_POINTS = {
     "migration": "Moving State: the old plan has stopped, the new one is not recorded yet",
@@ -182,7 +187,14 @@ def _patch_mig(module: ModuleType) -> None:
         _here.mig = self
         return evaluate_batch(self, arrival)
 
+    read_and_evaluate = module.Mig._arrive_and_evaluate
+
+    def reading(self, batch_id, started):
+        _wait_for_spark_commit(self, "committed-unread", batch_id)
+        return read_and_evaluate(self, batch_id, started)
+
     module.Mig._arrive, module.Mig._evaluate_batch = arriving, evaluating
+    module.Mig._arrive_and_evaluate = reading
 
 
 def _patch_store(module: ModuleType) -> None:
@@ -215,14 +227,19 @@ def _patch_store(module: ModuleType) -> None:
 def _after_spark_commit(bridge, batch_id: int) -> None:
     """The point between Spark's commit of a batch and DuckDB's: Spark writes its commit log
     once ``foreachBatch`` returns, while the MIG's thread evaluates."""
-    if os.environ.get(VARIABLE) != f"spark-committed:{batch_id}" or bridge is None:
+    _wait_for_spark_commit(bridge, "spark-committed", batch_id)
+
+
+def _wait_for_spark_commit(bridge, point: str, batch_id: int) -> None:
+    """Die at ``point`` of ``batch_id`` once Spark has committed the batch, if asked to."""
+    if os.environ.get(VARIABLE) != f"{point}:{batch_id}" or bridge is None:
         return
     committed = Path(bridge.checkpoint) / "commits" / str(batch_id - bridge.batch_base)
     for _ in range(6000):
         if committed.exists():
             break
         time.sleep(0.01)
-    crash_point("spark-committed", batch_id)
+    crash_point(point, batch_id)
 
 
 def _patch_migration(module: ModuleType) -> None:
