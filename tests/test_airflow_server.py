@@ -113,7 +113,11 @@ def test_a_browser_logs_in_reads_the_plan_and_uses_the_console(airflow):
             assert plan.locator('[data-operator="aggregate_2"] .engine').inner_text().lower() \
                 in ("spark", "duckdb")
             engines = {e.lower() for e in plan.locator(".engine").all_inner_texts()}
-            assert {"spark", "duckdb"} <= engines  # Q1's plan at the catalog's rate uses both
+            # The page draws the plan the plugin explains: every operator's engine, and the
+            # stream's windows as the source.
+            jwt = token(int(base.rsplit(":", 1)[1]), home)
+            explained = call(f"{base}/tandem/api/queries/q1", jwt)[1]["plan"]
+            assert engines == {"source", *_placed(explained)}
             page.screenshot(path=SCREENSHOTS / "plan.png", full_page=True)
 
             # Great Expectations' verdict on a landed file with a bad line, on the page.
@@ -142,3 +146,9 @@ def test_a_browser_logs_in_reads_the_plan_and_uses_the_console(airflow):
             page.screenshot(path=SCREENSHOTS / "console-refusal.png", full_page=True)
         finally:
             browser.close()
+
+
+def _placed(node: dict) -> set[str]:
+    """The engines of the operators of an explained plan's tree (the plugin's JSON)."""
+    own = set() if node["kind"] == "window" else {node["engine"].lower()}
+    return own.union(*(_placed(c) for c in node["inputs"]))
