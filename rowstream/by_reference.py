@@ -46,7 +46,7 @@ from rowstream.gateway import Gateway, Judge
 from rowstream.landing import EXTRA, ROW, csv_frame, read_landed, typed_frame
 from rowstream.native import canonical, canonical_field, files_of, native_format, read_ddl
 from rowstream.relations import naive
-from rowstream.suite_sql import Landed, identifier, literal, may_fail, rule
+from rowstream.suite_sql import Landed, identifier, literal, may_fail, nan, rule
 from workload.schema import FLOATS, StreamSchema
 
 US = timedelta(microseconds=1)
@@ -217,8 +217,8 @@ class _Batch:
         except duckdb.Error:  # bytes that are not UTF-8, or a file that went away
             return None
         self.temporary.append(table)
-        fits_, = self.con.execute(f"SELECT coalesce(bool_and(clean), TRUE) FROM {table}").fetchall()[0]
-        if not fits_:
+        if not self.con.execute(f"SELECT coalesce(bool_and(clean), TRUE) FROM {table}"
+                                ).fetchall()[0][0]:
             return None
         field = schema.field_of
         landed = {FIELD_COUNT: FIELDS,
@@ -281,7 +281,7 @@ def _parquet(path: Path, schema: StreamSchema) -> _Scan | None:
     required = {*schema.expect.not_null, schema.time_column}
     landed = {FIELD_COUNT: str(len(types)), **columns,
               **{raw(field[c]): identifier(c) for c in types},
-              **{unparsed(field[c]): f"CASE WHEN isnan({identifier(c)}) THEN 'NaN' END"
+              **{unparsed(field[c]): f"CASE WHEN {nan(identifier(c))} THEN 'NaN' END"
                  if t in FLOATS else "NULL" for c, t in types.items()
                  if c not in required and t != "VARCHAR"}}
     floats = frozenset(c for c, t in types.items() if t in FLOATS)

@@ -33,8 +33,15 @@ class Landed:
 
     def missing(self, name: str) -> str:
         column = self.columns[name]
-        return f"({column} IS NULL OR isnan({column}))" if name in self.floats \
+        return f"({column} IS NULL OR {nan(column)})" if name in self.floats \
             else f"({column} IS NULL)"
+
+
+def nan(column: str) -> str:
+    """Whether a float is NaN. DuckDB 2.0's ``isnan`` answers false for a NaN read from a
+    dictionary-encoded Parquet page when it is projected (a filter answers right), and so do
+    its comparisons; its text does not lie."""
+    return f"CAST({column} AS VARCHAR) IN ('nan', '-nan')"
 
 
 def identifier(name: str) -> str:
@@ -112,12 +119,12 @@ def may_fail(suite: tuple[Expectation, ...], landed: Landed) -> list[str]:
                           f"row({', '.join(columns)})) FILTER (WHERE {present})")
             continue
         name = args["column"]
-        column, nan = landed.columns[name], name in landed.floats
-        nans = f" + count(*) FILTER (WHERE isnan({column}))" if nan else ""
+        column, floating = landed.columns[name], name in landed.floats
+        nans = f" + count(*) FILTER (WHERE {nan(column)})" if floating else ""
         if e.type == "expect_column_values_to_not_be_null":
             counts.append(f"count(*) - count({column}){nans}")
         elif e.type == "expect_column_values_to_be_null":
-            counts.append(f"count(*) FILTER (WHERE NOT {landed.missing(name)})" if nan
+            counts.append(f"count(*) FILTER (WHERE NOT {landed.missing(name)})" if floating
                           else f"count({column})")
         elif e.type == "expect_column_values_to_be_in_set":
             values = ", ".join(literal(v) for v in args["value_set"])
