@@ -27,10 +27,11 @@ from columnar.fragment_sql import input_table, rows_kept
 from columnar.store import ColumnarStore
 from optimizer.deployment import deploy
 from optimizer.errors import TandemError
-from optimizer.logical import Window, stateless_rows
-from rowstream.by_reference import FileReferences, ReferencedFiles
+from optimizer.logical import stateless_rows
+from rowstream.by_reference import FileReferences, ReferencedFiles, reads_no_rows
 from rowstream.gateway import STREAM
 from rowstream.generator import WARMUP_SPAN
+from rowstream.landing import landed_files
 from rowstream.mig import EPOCH, Mig
 from runtime.explain import Explanation
 from runtime.run import catalog_streams, default_lateness, run, scratch, stream_schema
@@ -191,7 +192,7 @@ def duckdb_alone(plan: Explanation, rate: float, *, warmup: float, measure: floa
     is the figure Tandem's capacity is held against. Windows filled and batches counted as
     ``capacity`` does."""
     deployment = deploy(plan.optimization.plan)
-    if not all(isinstance(n, Window) for n in deployment.crossings):
+    if not reads_no_rows(deployment):
         raise TandemError(f"{plan.query.stem}: the DuckDB-alone limit runs plans whose operators "
                           "over the stream all run in DuckDB: give placement duckdb")
     if lateness is None:
@@ -200,7 +201,7 @@ def duckdb_alone(plan: Explanation, rate: float, *, warmup: float, measure: floa
     with scratch("tandem-alone-") as tmp:
         landing = land(Path(tmp) / "landing", rate, warmup, measure, span, "parquet",
                        preloaded=True)
-        files = tuple(sorted(p for p in landing.iterdir() if p.suffix == ".parquet"))
+        files = tuple(landing / name for name in landed_files(landing))
         with ColumnarStore(Path(tmp) / "m.duckdb") as store:
             preload(store, plan, stream if stream is not None else warmup_stream(rate, warmup),
                     warmup, lateness)

@@ -182,13 +182,11 @@ class CostModel:
         self._inputs: dict[str, tuple[float, float]] = {}
         self._memory = {e: (profile.get(e, "memory", "bytes_per_tuple"),
                             profile.get(e, "memory", "bytes_per_value")) for e in (SPARK, DUCKDB)}
-
-    @property
-    def prices_reference(self) -> bool:
-        """Does the profile price the crossing by reference (``source``)? A profile calibrated
-        before it existed does not: its plans cross by value."""
-        return all(self.profile.get(e, f, "per_call" if f == "control" else "per_tuple") > 0
-                   for e, f in ((SPARK, "control"), *((DUCKDB, f) for f in SCAN.values())))
+        # Does the profile price the crossing by reference (``source``)? A profile calibrated
+        # before it existed does not: its plans cross by value.
+        self.prices_reference = all(
+            profile.get(e, f, "per_call" if f == "control" else "per_tuple") > 0
+            for e, f in ((SPARK, "control"), *((DUCKDB, f) for f in SCAN.values())))
 
     # -- helpers ---------------------------------------------------------------------------
 

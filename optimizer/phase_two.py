@@ -43,7 +43,7 @@ from optimizer.cost import (
 from optimizer.errors import TandemError
 from optimizer.logical import LogicalPlan, Node, is_r2r
 from optimizer.partitioning import partitionable, problem
-from optimizer.physical import plan_cost, uniform
+from optimizer.physical import plan_cost, stream_readers, uniform
 
 # Partial plans hold engine indexes: ties break towards Spark, then central DuckDB, in post-order.
 ENGINES = (SPARK, DUCKDB, PARTITIONED)
@@ -93,7 +93,7 @@ def search(plan: LogicalPlan, model: CostModel, objective: Objective,
     results = [pruned_search(plan, model, objective, referenced, decompose_above,
                              by_reference=True)]
     partitioned = model.profile.prices(PARTITIONED)
-    for op in _readers(plan):
+    for op in stream_readers(plan):
         for engine in (SPARK, *((PARTITIONED,) if partitioned and partitionable(op) else ())):
             if pinned.get(plan.ids[op], engine) != engine:
                 continue
@@ -109,16 +109,11 @@ def search(plan: LogicalPlan, model: CostModel, objective: Objective,
                    partial_plans=sum(r.partial_plans for r in results))
 
 
-def _readers(plan: LogicalPlan) -> list[Node]:
-    """The operators that read a stream's window."""
-    return [op for op in plan.operators if not all(is_r2r(c) for c in op.inputs)]
-
-
 def reference_pins(plan: LogicalPlan, pinned: dict[str, str]) -> dict[str, str] | None:
     """``pinned`` with every operator that reads a stream's window on the driver's DuckDB: the
     placements whose crossings go by reference (``physical.by_reference``); None where the pins
     rule them out."""
-    readers = {plan.ids[op]: DUCKDB for op in _readers(plan)}
+    readers = {plan.ids[op]: DUCKDB for op in stream_readers(plan)}
     if any(pinned.get(op, DUCKDB) != DUCKDB for op in readers) or PARTITIONED in pinned.values():
         return None
     return {**pinned, **readers}

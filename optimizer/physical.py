@@ -56,14 +56,18 @@ def db_fragments(plan: LogicalPlan, placement: dict[str, str]) -> dict[Node, fro
     return {root: frozenset(f) for root, f in fragments.items()}
 
 
+def stream_readers(plan: LogicalPlan) -> list[Node]:
+    """The operators that read a stream's window."""
+    return [op for op in plan.operators if not all(is_r2r(c) for c in op.inputs)]
+
+
 def by_reference(plan: LogicalPlan, placement: dict[str, str], model: CostModel) -> bool:
     """Whether a placement's crossings go by reference (``rowstream/by_reference.py``): every
     operator that reads a window of a stream runs in the driver's DuckDB, none in Spark's
     executors, so Spark hands DuckDB the files of each micro-batch and no row. The profile must
     price it (``tandem calibrate``)."""
     return (model.prices_reference
-            and all(placement[plan.ids[op]] == DUCKDB for op in plan.operators
-                    if not all(is_r2r(c) for c in op.inputs))
+            and all(placement[plan.ids[op]] == DUCKDB for op in stream_readers(plan))
             and PARTITIONED not in placement.values())
 
 
@@ -136,8 +140,8 @@ def evaluate(plan: LogicalPlan, placement: dict[str, str], model: CostModel) -> 
     sink = model.sink(plan.root, root_engine(plan, placement), plan.root in after_mig(plan, placement))
     ops.append(PhysicalOperator("sink", "sink", DUCKDB, (), (physical_input(plan.root),),
                                 st[plan.root].lambda_out, st[plan.root].lambda_out, sink.u, 0.0))
-    return PhysicalPlan(plan, dict(placement), tuple(ops), plan_cost(plan, placement, model),
-                        referenced)
+    return PhysicalPlan(plan, dict(placement), tuple(ops),
+                        plan_cost(plan, placement, model, referenced), referenced)
 
 
 def root_engine(plan: LogicalPlan, placement: dict[str, str]) -> str:

@@ -55,13 +55,18 @@ US = timedelta(microseconds=1)
 LINE, NUMBER, FIELDS = "line", "n", "__fields"
 
 
+def reads_no_rows(deployment: Deployment) -> bool:
+    """Whether a deployed plan needs none of the stream's rows from Spark: no Spark operator
+    reads the stream (every crossing is a window of the stream itself), and no DB-op runs in
+    Spark's executors."""
+    return (all(isinstance(node, Window) for node in deployment.crossings)
+            and not any(step.partitioned for step in deployment.steps))
+
+
 def fits(directory: str | Path, deployment: Deployment) -> bool:
     """Whether DuckDB reads a run's landing directory by reference: its files are all Parquet
-    or all CSV, no Spark operator reads the stream (every crossing is a window of the stream
-    itself), and no DB-op runs in Spark's executors."""
-    return (native_format(directory) is not None
-            and all(isinstance(node, Window) for node in deployment.crossings)
-            and not any(step.partitioned for step in deployment.steps))
+    or all CSV, and the plan needs none of the stream's rows from Spark."""
+    return native_format(directory) is not None and reads_no_rows(deployment)
 
 
 @dataclass
@@ -221,12 +226,9 @@ class _Batch:
         if not self.con.execute(f"SELECT coalesce(bool_and(clean), TRUE) FROM {table}"
                                 ).fetchall()[0][0]:
             return None
-        field = schema.field_of
-        landed = {FIELD_COUNT: FIELDS,
-                  **{c: identifier(c) for c in schema.names},
-                  **{raw(field[c]): identifier(c) for c in schema.names},
-                  **{unparsed(field[c]): "NULL" for c in schema.names}}
-        return _Scan(f"(SELECT * FROM {table} WHERE NOT header)", Landed(landed), NUMBER)
+        return _Scan(f"(SELECT * FROM {table} WHERE NOT header)",
+                     _typed_landed(schema, {c: identifier(c) for c in schema.names}, FIELDS),
+                     NUMBER)
 
     def result(self) -> Read:
         schema = self.schema
@@ -274,7 +276,7 @@ def _parquet(path: Path, schema: StreamSchema) -> _Scan | None:
         elif kind != column.type and not (pa.types.is_string(column.type) and (
                 pa.types.is_large_string(kind) or pa.types.is_string_view(kind))):
             return None  # (polars writes its text as large strings)
-    types, field = schema.types, schema.field_of
+    types = schema.types
     # DuckDB 2.0 says a NaN of a dictionary-encoded page is no NaN where it projects ``isnan``
     # (``suite_sql.nan``): a file with one is read the Python way, so that in SQL no float of
     # the stream is NaN and a missing value is a null. Arrow reads the float columns in
@@ -287,11 +289,18 @@ def _parquet(path: Path, schema: StreamSchema) -> _Scan | None:
     # the cost.
     columns = {c: f"make_timestamp(epoch_us({identifier(c)}))" if t == "TIMESTAMP"
                else identifier(c) for c, t in types.items()}
-    landed = {FIELD_COUNT: str(len(types)), **columns,
-              **{raw(field[c]): identifier(c) for c in types},
-              **{unparsed(field[c]): "NULL" for c in types}}  # every value parses
-    return _Scan(f"read_parquet({literal(str(path))}, file_row_number = true)", Landed(landed),
-                 "file_row_number + 1")
+    return _Scan(f"read_parquet({literal(str(path))}, file_row_number = true)",
+                 _typed_landed(schema, columns, str(len(types))), "file_row_number + 1")
+
+
+def _typed_landed(schema: StreamSchema, columns: dict[str, str], fields: str) -> Landed:
+    """The landed frame of rows whose values are all of their columns' types (``columns``:
+    each column's SQL), ``fields`` per line: a value is missing where it is null, its text
+    (whose nullness alone the suite reads) is the value, and nothing fails to parse."""
+    field = schema.field_of
+    return Landed({FIELD_COUNT: fields, **columns,
+                   **{raw(field[c]): identifier(c) for c in schema.names},
+                   **{unparsed(field[c]): "NULL" for c in schema.names}})
 
 
 def _lines(path: Path, schema: StreamSchema) -> str:

@@ -24,9 +24,9 @@ from optimizer.catalog import Stream
 from optimizer.deployment import Deployment, deploy
 from optimizer.errors import TandemError
 from optimizer.logical import windows
-from rowstream import by_reference
 from rowstream.buckets import WHOLE_PLAN
 from rowstream.by_reference import ReferencedFiles
+from rowstream.by_reference import fits as fits_by_reference
 from rowstream.dsps import SPARK_DESIGNS
 from rowstream.gateway import Gateway, Quarantined
 from rowstream.generator import GeneratedStream, last_window_end
@@ -392,7 +392,7 @@ def landing_gateway(directory: str, deployment: Deployment, wanted: str) -> str:
     "auto" chooses so; another insists (``bench/gateways.py`` compares them)."""
     if wanted == "python":
         return wanted
-    if wanted in ("auto", "reference") and by_reference.fits(directory, deployment):
+    if wanted in ("auto", "reference") and fits_by_reference(directory, deployment):
         return "reference"
     if wanted == "reference":
         raise TandemError(f"--gateway reference: DuckDB reads {directory} itself only when its "

@@ -23,7 +23,7 @@ from collections import Counter
 
 from benchmarking.verify import placements
 from optimizer.deployment import deploy
-from optimizer.logical import Window
+from rowstream.by_reference import reads_no_rows
 from runtime.explain import explain
 
 FULL = os.environ.get("TANDEM_FULL_MATRICES") == "1"
@@ -37,9 +37,8 @@ def placement_class(query: str, placement: str) -> tuple[str, bool, str]:
     """(gateway, Spark state before the MIG, root engine) of ``query`` under ``placement``."""
     deployment = deploy(explain(query, placement=placement).optimization.plan)
     physical = deployment.physical
-    partitioned = any(s.partitioned for s in deployment.steps)
-    referenced = all(isinstance(node, Window) for node in deployment.crossings)
-    return ("partitioned" if partitioned else "reference" if referenced else "whole",
+    return ("partitioned" if any(s.partitioned for s in deployment.steps)
+            else "reference" if reads_no_rows(deployment) else "whole",
             any(node.instantiated for node in deployment.crossings),
             physical.engine_of(physical.logical.root))
 
