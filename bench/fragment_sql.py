@@ -49,9 +49,10 @@ def same_rows(generated: pa.Table, handwritten: pa.Table) -> bool:
     return compare({}, got.select(want.columns).cast(want.schema), want).status == "same"
 
 
-def timed(store: ColumnarStore, query: str, sql: str, ends: list) -> tuple[float, pa.Table]:
+def timed(store: ColumnarStore, query: str, sql: str, ends: list,
+          stacks=()) -> tuple[float, pa.Table]:
     started = time.perf_counter()
-    rows = store.evaluate(query, sql, ends)
+    rows = store.evaluate(query, sql, ends, stacks)
     return time.perf_counter() - started, rows
 
 
@@ -87,7 +88,8 @@ def measure(query: str, rate: float, repeats: int, batch: float, show: bool) -> 
             results = {}
             for _ in range(repeats + 1):  # the first pair warms DuckDB's caches: not counted
                 for name, sql in (("generated", fragment.sql), ("handwritten", handwritten)):
-                    seconds, results[name] = timed(store, query, sql, ends)
+                    seconds, results[name] = timed(
+                        store, query, sql, ends, fragment.stacks if name == "generated" else ())
                     times[name].append(seconds)
             if not same_rows(results["generated"], results["handwritten"]):
                 raise SystemExit(f"{query} {fragment.id}: the hand-written statement gives "

@@ -18,9 +18,11 @@ Record 2005). The store keeps each row's pane (``_pane``), so a window instance 
 with its W/β panes rather than a range join over timestamps. An aggregate whose input is such
 rows, through selections and projections only, with COUNT, SUM, AVG, MIN or MAX, is computed
 from partial aggregates per (group, pane) that the store appends with the rows
-(``PaneTable.sql``): evaluating a window_end combines W/β partials per group, found by a range
-on the pane, instead of scanning every row of the window. Where W is not a multiple of β, rows
-are expanded by their timestamps.
+(``PaneTable.sql``): evaluating a window_end merges W/β partials per group, found by a range on
+the pane, instead of scanning every row of the window. Where a window holds ``STACKED_FROM``
+panes or more, the store keeps the partials of final panes in two stacks
+(``columnar/stacks.py``), and a window_end merges two rows per group, a prefix and a suffix,
+whatever W/β. Where W is not a multiple of β, rows are expanded by their timestamps.
 
 **Correlated aggregates.** An aggregate over the join of a window's rows with another relation
 of the same window (Q1: the readings above 90 % of their plug's maximum in the window) cannot
@@ -38,7 +40,8 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from optimizer.cost import DUCKDB
+from columnar.stacks import PANE, Stacks
+from optimizer.cost import DUCKDB, STACKED_FROM
 from optimizer.deployment import Deployment
 from optimizer.logical import (
     WINDOW_COLUMNS,
@@ -56,13 +59,13 @@ from optimizer.logical import (
 from optimizer.physical import PhysicalPlan
 
 WINDOW_ENDS = "window_ends"
-PANE = "_pane"
 ROWS = "__input"  # what the SQL that fills an input or pane table reads: the rows appended
 LAST_PANE = "_last_pane"  # of a window_end evaluated
 LISTS, ELEMENT = "_rows", "x"  # a pane's rows as one list (a correlated aggregate), one row of it
 # Partial aggregates per pane, and how a window combines them (AVG: a sum and a count).
 PARTIALS = {"COUNT": (("COUNT", ""),), "SUM": (("SUM", ""),), "MIN": (("MIN", ""),),
             "MAX": (("MAX", ""),), "AVG": (("SUM", "_sum"), ("COUNT", "_n"))}
+MERGE = {"COUNT": "SUM", "SUM": "SUM", "MIN": "MIN", "MAX": "MAX"}  # two partials into one
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,7 @@ class PaneTable:
     table: FragmentInput  # panes_<aggregate id>; its window and slide are the source's
     source: FragmentInput  # the input table whose appended rows feed it
     sql: str  # over the appended rows (``__input``)
+    stacks: Stacks | None = None  # what windows read of partials (not of a correlated's lists)
 
 
 @dataclass(frozen=True)
@@ -115,6 +119,11 @@ class Fragment:
     def reads(self) -> tuple[str, ...]:
         """The tables its SQL reads, besides window_ends."""
         return (*(t.table for t in self.inputs), *(p.table.table for p in self.panes))
+
+    @property
+    def stacks(self) -> tuple[Stacks, ...]:
+        """The stacks its pane tables keep, which an evaluation extends first."""
+        return tuple(p.stacks for p in self.panes if p.stacks)
 
     @property
     def sources(self) -> tuple[FragmentInput, ...]:
@@ -188,7 +197,7 @@ def _translate(name: str, member_ids: tuple[str, ...], plan: LogicalPlan) -> Fra
         correlated = None if pane_table else _correlated(node, members, plan)
         if pane_table:
             panes.append(pane_table)
-            ctes.append((ids[node], _combine_panes(node, pane_table.table)))
+            ctes.append((ids[node], _combine_panes(node, pane_table)))
         elif correlated:
             panes.append(correlated.rows)
             ctes.append((ids[node], correlated.sql(visit(correlated.other))))
@@ -249,25 +258,29 @@ def _pane_table(node: Node, members: frozenset[Node], plan: LogicalPlan) -> Pane
     partials = []
     for a in node.aggregates:
         for func, suffix in PARTIALS[a.func]:
-            partials.append(f"_{a.name}{suffix}")
-            select.append(exp.alias_(exp.func(func, args[a.name].copy()), partials[-1]))
+            partials.append((f"_{a.name}{suffix}", MERGE[func]))
+            select.append(exp.alias_(exp.func(func, args[a.name].copy()), partials[-1][0]))
     query = exp.select(*select).from_(ROWS).group_by(*[g.copy() for g in groups])
     if predicates:
         query = query.where(exp.and_(*[p.copy() for p in predicates]))
-    table = FragmentInput(f"panes_{plan.ids[node]}", (*keys, PANE, *partials),
+    table = FragmentInput(f"panes_{plan.ids[node]}", (*keys, PANE, *(c for c, _ in partials)),
                           source.window_size, None, source.slide)
-    return PaneTable(table, source, query.sql(dialect=DUCKDB))
+    stacks = Stacks(table.table, tuple(keys), tuple(partials), source.panes_per_window,
+                    source.slide_us) if source.panes_per_window >= STACKED_FROM else None
+    return PaneTable(table, source, query.sql(dialect=DUCKDB), stacks)
 
 
-def _combine_panes(node: Aggregate, panes: FragmentInput) -> exp.Expression:
-    """The aggregate of every window_end from the partials of its W/β panes."""
+def _combine_panes(node: Aggregate, panes: PaneTable) -> exp.Expression:
+    """The aggregate of every window_end from its W/β partials per group, or from the two
+    its stacks hold for it where its windows are long (``STACKED_FROM``)."""
     aggs = {a.name: a for a in node.aggregates}
     select = []
     for c in node.columns:
         if c == "window_end":
-            select.append(exp.column("window_end", "e"))
+            select.append(exp.column("window_end", "p"))
         elif c == "window_start":
-            select.append(exp.alias_(_window_start(panes.window_size), c))
+            select.append(exp.alias_(exp.Sub(this=exp.column("window_end", "p"),
+                                             expression=_interval(panes.table.window_size)), c))
         elif c in aggs:
             a = aggs[c]
             if a.func == "AVG":
@@ -281,9 +294,13 @@ def _combine_panes(node: Aggregate, panes: FragmentInput) -> exp.Expression:
         else:
             select.append(exp.column(c, "p"))
     keys = [exp.column(k, "p") for k in node.group_by if k not in WINDOW_COLUMNS]
-    return (exp.select(*select).from_(exp.to_table(panes.table).as_("p"))
-            .join(_window_ends_last_pane(panes), on=_in_window(panes, "p"))
-            .group_by(*keys, exp.column("window_end", "e")))
+    ends = _ends_last_pane(panes.table)
+    windows = (panes.stacks.windows(ends) if panes.stacks else
+               f"SELECT e.window_end, p.* FROM {panes.table.table} AS p JOIN {ends} "
+               f"ON {_in_window(panes.table, 'p').sql(dialect=DUCKDB)}")
+    windows = f"({windows}) AS p"
+    return (exp.select(*select).from_(windows, dialect=DUCKDB)
+            .group_by(*keys, exp.column("window_end", "p")))
 
 
 @dataclass(frozen=True)
@@ -442,9 +459,12 @@ def _window_panes(table: FragmentInput) -> exp.Subquery:
 
 def _window_ends_last_pane(table: FragmentInput) -> exp.Expression:
     """The window_ends evaluated (``e``), each with its last pane K (it ends at K·β)."""
-    return exp.maybe_parse(
-        f"(SELECT window_end, epoch_us(window_end) // {table.slide_us} AS {LAST_PANE} "
-        f"FROM {WINDOW_ENDS}) AS e", dialect=DUCKDB)
+    return exp.maybe_parse(_ends_last_pane(table), dialect=DUCKDB)
+
+
+def _ends_last_pane(table: FragmentInput) -> str:
+    return (f"(SELECT window_end, epoch_us(window_end) // {table.slide_us} AS {LAST_PANE} "
+            f"FROM {WINDOW_ENDS}) AS e")
 
 
 def _in_window(table: FragmentInput, alias: str) -> exp.Expression:

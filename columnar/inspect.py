@@ -148,6 +148,8 @@ def explain_fragment(fragment: Fragment, types: dict[str, str]) -> str:
             for pane in fragment.panes:
                 if pane.source.table == table.table:
                     con.execute(f"CREATE TABLE {pane.table.table} AS {pane.sql}")
+                    for statement in pane.stacks.create("main") if pane.stacks else ():
+                        con.execute(statement)
             con.execute(f"DROP TABLE {ROWS}")
         con.execute(f"CREATE TABLE {WINDOW_ENDS} (window_end TIMESTAMP)")
         return "\n".join(row[1] for row in con.execute("EXPLAIN " + fragment.sql).fetchall())

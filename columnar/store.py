@@ -31,6 +31,7 @@ import duckdb
 import pyarrow as pa
 
 from columnar.fragment_sql import PANE, ROWS, WINDOW_ENDS, FragmentInput, PaneTable
+from columnar.stacks import Stacks
 from optimizer.errors import TandemError
 
 DEFAULT_PATH = Path(".tandem/tandem.duckdb")
@@ -255,16 +256,22 @@ class ColumnarStore:
         return copied
 
     def rebuild_panes(self, query: str, pane: PaneTable) -> None:
-        """Compute a pane table anew from the rows its source table holds."""
+        """Compute a pane table anew from the rows its source table holds (its stacks anew
+        too)."""
         schema = schema_name(query)
+        if pane.stacks:
+            for table in (pane.stacks.back, pane.stacks.front):
+                self._run(f"DROP TABLE IF EXISTS {schema}.{table}")
+                self._created.discard(f"{schema}.{table}")
         stored = f"SELECT * EXCLUDE ({PANE}, _batch) FROM {schema}.{pane.source.table}"
         self._run(f"CREATE OR REPLACE TABLE {schema}.{pane.table.table} AS SELECT *, "
                   f"0::BIGINT AS _batch FROM (WITH {ROWS} AS ({stored}) {pane.sql})")
         self._created.add(f"{schema}.{pane.table.table}")
 
-    def evaluate(self, query: str, sql: str, ends: Iterable[datetime]) -> pa.Table:
+    def evaluate(self, query: str, sql: str, ends: Iterable[datetime],
+                 stacks: Iterable[Stacks] = ()) -> pa.Table:
         """A query over the input tables (a DB-op's, ``fragment_sql.read_sql``) for all of
-        ``ends`` at once, as Arrow."""
+        ``ends`` at once, as Arrow, once ``stacks`` (the DB-op's) hold the windows' partials."""
         schema = schema_name(query)
         ends = pa.table({"window_end": pa.array(list(ends), type=pa.timestamp("us"))})
         self._run(f"DELETE FROM {schema}.{WINDOW_ENDS}")
@@ -272,13 +279,48 @@ class ColumnarStore:
             self._run(f"INSERT INTO {schema}.{WINDOW_ENDS} SELECT window_end FROM __ends")
         self._run(f"SET search_path = '{schema}'")
         try:
+            for stack in stacks:
+                self._stack(schema, stack)
             return self.con.sql(sql).to_arrow_table()
         finally:
             self._run("RESET search_path")
 
-    def purge(self, query: str, tables: Iterable[FragmentInput], next_end: datetime) -> int:
-        """Delete the input rows that no window ending at ``next_end`` or later needs."""
+    def _stack(self, schema: str, stacks: Stacks) -> None:
+        """Extend a pane table's two stacks to the window_ends being evaluated
+        (``columnar/stacks.py``)."""
+        if f"{schema}.{stacks.back}" not in self._created:
+            if not self._exists(schema, stacks.panes):
+                return  # no row has arrived: the windows are empty
+            for statement in stacks.create(schema):
+                self._run(statement)
+            self._created.add(f"{schema}.{stacks.back}")
+        last_panes = self._run(f"SELECT list(epoch_us(window_end) // {stacks.slice_us}) "
+                               f"FROM {WINDOW_ENDS}")[0][0] or []
+        if not last_panes:
+            return
+        stacked = self._run(f"SELECT max({PANE}) FROM {stacks.back}")[0][0]
+        span = stacks.span(stacked, last_panes)
+        if span is not None and span[0] == span[1]:
+            self._run(stacks.step(), {"to": span[1]})
+        elif span is not None:
+            self._run(stacks.extend(), {"from": span[0], "to": span[1]})
+        for block, low in stacks.fronts(last_panes):
+            params = {"block": block, "low": low}
+            if not self._run(stacks.front_built(), params)[0][0]:
+                self._run(stacks.build_front(), params)
+
+    def purge(self, query: str, tables: Iterable[FragmentInput], next_end: datetime,
+              stacks: Iterable[Stacks] = ()) -> int:
+        """Delete the input rows (and stacked partials) that no window ending at ``next_end``
+        or later needs."""
         schema, deleted = schema_name(query), 0
+        for stack in stacks:
+            if f"{schema}.{stack.back}" in self._created:
+                last = self._run(f"SELECT epoch_us(?::TIMESTAMP) // {stack.slice_us}",
+                                 [next_end])[0][0]
+                for table, condition in stack.purge():
+                    deleted += self._run(f"DELETE FROM {schema}.{table} WHERE {condition}",
+                                         {"last": last})[0][0]
         for table in tables:
             # Rows (or panes) of a windowed stream in no window ending at next_end or later.
             if table.window_size is None:  # rows tagged with their window_end

@@ -47,8 +47,8 @@ from rowstream.gateway import Gateway, Judge
 from rowstream.landing import EXTRA, ROW, csv_frame, read_landed, typed_frame
 from rowstream.native import canonical, canonical_field, files_of, native_format, read_ddl
 from rowstream.relations import naive
-from rowstream.suite_sql import Landed, identifier, literal, may_fail, rule
-from workload.schema import FLOATS, StreamSchema
+from rowstream.suite_sql import Landed, identifier, literal, may_fail, rule, unique_columns
+from workload.schema import FLOATS, INTEGERS, StreamSchema
 
 US = timedelta(microseconds=1)
 # A CSV file's lines as DuckDB splits them: text, number and how many fields.
@@ -100,6 +100,7 @@ class _Scan:
     source: str
     landed: Landed
     row: str
+    footer: bool = False  # a Parquet file: its statistics answer counts and bounds
 
 
 @dataclass(frozen=True)
@@ -148,15 +149,44 @@ class _Batch:
         ts = scan.landed.columns[self.schema.time_column]
         late = f"{ts} <= {literal(_instant(self.mark))}" if self.mark is not None else "FALSE"
         suite = input_suite(self.schema)
-        rows, first, last, *failing = self.con.execute(
-            f"SELECT count(*), min({ts}), max({ts}), count(*) FILTER (WHERE {late}), "
-            f"{', '.join(may_fail(suite, scan.landed))} FROM {scan.source}").fetchall()[0]
+        if scan.footer:
+            # What the Parquet footer's statistics answer first, without a scan (the late rows
+            # need one only where the file begins at or before the watermark), then the rest.
+            rows, first, last, ranges = self._footer(scan, unique_columns(suite))
+            checks = may_fail(suite, scan.landed, ranges)
+            if first is not None and self.mark is not None and first <= _instant(self.mark):
+                checks.append(f"count(*) FILTER (WHERE {late})")
+            failing = self.con.execute(
+                f"SELECT {', '.join(checks)} FROM {scan.source}").fetchall()[0] if checks else ()
+        else:
+            rows, first, last, *failing = self.con.execute(
+                f"SELECT count(*), min({ts}), max({ts}), count(*) FILTER (WHERE {late}), "
+                f"{', '.join(may_fail(suite, scan.landed))} FROM {scan.source}").fetchall()[0]
         near = rows == 0 or last - first <= timedelta(seconds=self.schema.time_distance)
         if near and not any(failing):
             self.pieces.append(f"SELECT {_columns(self.schema, scan.landed)} FROM {scan.source}")
             self.counts.append((rows, first, last))
             return
         self._judged(number, path, scan, late)
+
+    def _footer(self, scan: _Scan, unique: list[str]) -> tuple:
+        """From a Parquet file's statistics: its rows, its first and last event times, and the
+        bounds of the integer columns expected unique where a bitmap over them holds at most
+        64 bits per row (``suite_sql.may_fail``). The time's conversion to UTC wall time
+        (``_parquet``) keeps order, so it converts the bounds rather than every row."""
+        columns = [c for c in unique if self.schema.types[c] in INTEGERS]
+        ts = identifier(self.schema.time_column)
+        rows, first, last, *found = self.con.execute(
+            f"SELECT count(*), make_timestamp(epoch_us(min({ts}))), "
+            f"make_timestamp(epoch_us(max({ts})))" + "".join(
+                f", min({identifier(c)}), max({identifier(c)}), count({identifier(c)})"
+                for c in columns) + f" FROM {scan.source}").fetchall()[0]
+        ranges = {}
+        for i, column in enumerate(columns):
+            low, high, count = found[3 * i:3 * i + 3]
+            if count and high - low < 64 * count:
+                ranges[column] = (low, high)
+        return rows, first, last, ranges
 
     def _judged(self, number: int, path: Path, scan: _Scan, late: str) -> None:
         """The file judged row by row: its admitted rows stay in DuckDB; the rows that fail a
@@ -290,7 +320,7 @@ def _parquet(path: Path, schema: StreamSchema) -> _Scan | None:
     columns = {c: f"make_timestamp(epoch_us({identifier(c)}))" if t == "TIMESTAMP"
                else identifier(c) for c, t in types.items()}
     return _Scan(f"read_parquet({literal(str(path))}, file_row_number = true)",
-                 _typed_landed(schema, columns, str(len(types))), "file_row_number + 1")
+                 _typed_landed(schema, columns, str(len(types))), "file_row_number + 1", True)
 
 
 def _typed_landed(schema: StreamSchema, columns: dict[str, str], fields: str) -> Landed:

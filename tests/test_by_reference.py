@@ -150,3 +150,27 @@ def test_a_nan_is_quarantined_as_a_nan(tmp_path):
     read the Python way."""
     path, _ = planted_file(tmp_path, "parquet")
     assert read_alike(tmp_path, AIR) == [path.name]
+
+
+@pytest.mark.parametrize("spread", [1, 1_000_000], ids=["ids-dense", "ids-sparse"])
+def test_a_parquet_file_whose_only_fault_is_a_repeated_id_is_judged_row_by_row(tmp_path, spread):
+    # Every other rule holds, so only the uniqueness count sends the file to be judged row by
+    # row: a bitmap over the ids' range where it is small (dense), a hash table where not.
+    [path] = SmartPlugs(rate=200).write_files(tmp_path, 10, 10, file_format="parquet")
+    rows = pl.read_parquet(path).with_columns(pl.col("id") * spread)
+    pl.concat([rows, rows.slice(7, 1)]).write_parquet(path)
+    assert read_alike(tmp_path, PLUGS) == []
+    con = duckdb.connect()
+    read = FileReferences(PLUGS, (path,), None, LATENESS, SLIDE).read(con)
+    assert pl.from_arrow(read.quarantined)["rule"].to_list() == ["expect_column_values_to_be_unique(id)"] * 2
+
+
+def test_a_parquet_file_whose_only_fault_is_a_late_row_quarantines_it(tmp_path):
+    # The second file begins before the first's watermark with one row, otherwise valid: the
+    # footer's first event time sends the file to count its late rows.
+    files = SmartPlugs(rate=200).write_files(tmp_path, 20, 10, file_format="parquet")
+    rows = pl.read_parquet(files[1])
+    late = rows.slice(0, 1).with_columns(pl.col("ts") - timedelta(seconds=9), pl.lit(
+        9_000_000, pl.Int64).alias("id"))
+    pl.concat([late, rows]).write_parquet(files[1])
+    assert read_alike(tmp_path, PLUGS) == []

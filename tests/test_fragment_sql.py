@@ -8,11 +8,11 @@ from __future__ import annotations
 import datetime as dt
 from collections import defaultdict
 
-import duckdb
 import pytest
 import sqlglot
 
 from columnar.fragment_sql import LISTS, ROWS, fragments, rows_kept
+from columnar.store import ColumnarStore
 from optimizer import optimize
 from optimizer.deployment import deploy
 from tests.conftest import query_sql
@@ -35,23 +35,24 @@ def at(seconds: int) -> dt.datetime:
 
 def run_fragment(fragment, tables: dict[str, list[tuple]]) -> list[tuple]:
     """The fragment's rows over input tables filled as the store fills them (a windowed
-    stream's rows with their pane, and the partial aggregates of its pane tables)."""
-    con = duckdb.connect()
-    con.execute("SET TimeZone = 'UTC'")
-    con.execute("CREATE TABLE window_ends (window_end TIMESTAMP)")
-    con.executemany("INSERT INTO window_ends VALUES (?)", [(at(s),) for s in WINDOW_ENDS])
+    stream's rows with their pane, and the partial aggregates of its pane tables), evaluated
+    as the store evaluates them (its stacks extended first)."""
+    store = ColumnarStore(":memory:")
+    schema = store.create("f")
+    con = store.con
     for table in fragment.sources:
         columns = ", ".join(f"{c} {TYPES.get(c, 'BIGINT')}" for c in table.columns)
         con.execute(f"CREATE TABLE {ROWS} ({columns})")
         if tables[table.table]:
             marks = ", ".join("?" for _ in table.columns)
             con.executemany(f"INSERT INTO {ROWS} VALUES ({marks})", tables[table.table])
-        con.execute(f"CREATE TABLE {table.table} AS {table.stored_sql()}")
+        con.execute(f"CREATE TABLE {schema}.{table.table} AS {table.stored_sql()}")
         for pane in fragment.panes:
             if pane.source.table == table.table:
-                con.execute(f"CREATE TABLE {pane.table.table} AS {pane.sql}")
+                con.execute(f"CREATE TABLE {schema}.{pane.table.table} AS {pane.sql}")
         con.execute(f"DROP TABLE {ROWS}")
-    return sorted(con.execute(fragment.sql).fetchall())
+    rows = store.evaluate("f", fragment.sql, [at(s) for s in WINDOW_ENDS], fragment.stacks)
+    return sorted(tuple(r.values()) for r in rows.to_pylist())
 
 
 def stream_rows(keep=lambda r: True):

@@ -17,7 +17,7 @@ from optimizer import load_catalog, load_profile, optimize
 from optimizer.errors import TandemError
 from runtime.run import Watchdog
 from tests.conftest import QUERIES, query_sql
-from tests.matrix import reduced, spec
+from tests.matrix import FULL, reduced, spec
 from tests.test_reference import assert_same_rows
 from workload.smart_plugs import SmartPlugs
 
@@ -61,9 +61,15 @@ def short_q1(tmp_path_factory):
     return folder / "q1_short.sql"
 
 
+SPANS = (10, 30, 50)  # below, equal to and above the window
+# Each span with every shape in `make test-matrices`; in `make test`, each shape with one span
+# and each span with some shapes.
+SPANNED = ([(p, s) for s in SPANS for p in SHAPES] if FULL
+           else [(p, SPANS[i % len(SPANS)]) for i, p in enumerate(SHAPES)])
+
+
 @pytest.mark.integration
-@pytest.mark.parametrize("placement", SHAPES)
-@pytest.mark.parametrize("span", [10, 30, 50])  # below, equal to and above the window
+@pytest.mark.parametrize(("placement", "span"), SPANNED)
 def test_a_short_window_finishes_at_every_micro_batch_span(tmp_path, short_q1, placement, span):
     assert_short_q1_exact(tmp_path, short_q1, placement, span, DURATION)
 

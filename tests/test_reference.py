@@ -103,7 +103,7 @@ def test_duckdb_fragments_of_every_placement_match_the_reference(catalog, profil
             rows = (truth.relation(node) if table.window_size is None
                     else stream_rows(node, streams)).select(table.columns)
             store.append_input(name, table, rows.to_arrow(), 0, fragment.panes)
-        got = pl.from_arrow(store.evaluate(name, fragment.sql, ends))
+        got = pl.from_arrow(store.evaluate(name, fragment.sql, ends, fragment.stacks))
         root = physical.logical.by_id[fragment.members[-1]]
         assert_same_rows(got.select(root.columns), truth.result(root))
         store.close()

@@ -33,8 +33,8 @@ def test_evaluating_in_one_pass_or_slide_by_slide_gives_the_same_rows(tmp_path, 
     store.create("q5")
     store.append_input("q5", q5.sources[0], rows, 0, q5.panes)
     ends = [START + timedelta(seconds=s) for s in range(300, 400)]
-    together = store.evaluate("q5", q5.sql, ends)
-    apart = pa.concat_tables(store.evaluate("q5", q5.sql, [e]) for e in ends)
+    together = store.evaluate("q5", q5.sql, ends, q5.stacks)
+    apart = pa.concat_tables(store.evaluate("q5", q5.sql, [e], q5.stacks) for e in ends)
     # Sums of partials per pane round apart from sums in another order: floats within
     # verify's tolerance.
     assert compare({}, pl.from_arrow(together), pl.from_arrow(apart)).status == "same"
@@ -47,7 +47,7 @@ def test_purge_keeps_exactly_what_open_windows_need(tmp_path, q5):
     store.create("q5")
     store.append_input("q5", q5.sources[0], rows, 0, q5.panes)
     next_end = START + timedelta(seconds=350)
-    before = store.evaluate("q5", q5.sql, [next_end])
+    before = store.evaluate("q5", q5.sql, [next_end], q5.stacks)
     deleted = store.purge("q5", q5.sources, next_end)
     # 5-minute windows ending at 350 s or later need rows from 50 s on: 10 rows/s * 50 s go.
     assert deleted == 500 and store.rows("q5", "in_window_1") == 3500
@@ -56,7 +56,7 @@ def test_purge_keeps_exactly_what_open_windows_need(tmp_path, q5):
     assert store.purge("q5", [panes.table], next_end) > 0
     first = store.con.sql(f"SELECT min(_pane) FROM q_q5.{panes.table.table}").fetchall()[0][0]
     assert first == (next_end - timedelta(seconds=300)).replace(tzinfo=UTC).timestamp() + 1
-    after = store.evaluate("q5", q5.sql, [next_end])
+    after = store.evaluate("q5", q5.sql, [next_end], q5.stacks)
     assert compare({}, pl.from_arrow(after), pl.from_arrow(before)).status == "same"
 
 

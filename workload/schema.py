@@ -34,6 +34,7 @@ POLARS = {"BIGINT": pl.Int64, "INTEGER": pl.Int32, "SMALLINT": pl.Int16, "DOUBLE
 _SPARK = {"BIGINT": "BIGINT", "INTEGER": "INT", "SMALLINT": "SMALLINT", "DOUBLE": "DOUBLE",
           "REAL": "FLOAT", "BOOLEAN": "BOOLEAN", "VARCHAR": "STRING", "TIMESTAMP": "TIMESTAMP"}
 FLOATS = ("DOUBLE", "REAL")
+INTEGERS = ("BIGINT", "INTEGER", "SMALLINT")
 # What every row at the gateway carries beside the stream's columns: punctuation that moves event
 # time (rowstream/dsps.py), and for a row its source quarantined, why and where it came from.
 EXTRA = (("heartbeat", pa.bool_()), ("reason", pa.string()), ("rule", pa.string()),
