@@ -176,7 +176,7 @@ class Stacks:
 
     def fronts(self, last_panes: list[int]) -> list[tuple[int, int]]:
         """(block, first pane needed) of every front the windows read: block b − 1 for a
-        window ending in block b, but at the block's last pane."""
+        window ending in block b, except one ending at b's last pane (block b alone)."""
         needed: dict[int, int] = {}
         for k in sorted(last_panes):
             if k % self.width != self.width - 1:

@@ -106,7 +106,7 @@ def unique_columns(suite: tuple[Expectation, ...]) -> list[str]:
 
 
 def may_fail(suite: tuple[Expectation, ...], landed: Landed,
-             ranges: Mapping[str, tuple[int, int]] = {}) -> list[str]:  # noqa: B006 (read only)
+             ranges: Mapping[str, tuple[int, int]] | None = None) -> list[str]:
     """Aggregates over a file's scan, for each expectation of ``suite`` that takes no per-file
     parameter, that are 0 only where no row of the file fails it. They may count a file whose
     rows all pass (a NaN among values in a range) but never miss one that fails: they decide
@@ -148,7 +148,7 @@ def may_fail(suite: tuple[Expectation, ...], landed: Landed,
                         for _ in [0] if args.get("max_value") is not None]
             counts.append(f"coalesce(({' OR '.join(outside) or 'FALSE'})::INTEGER, 0)")
         elif e.type == "expect_column_values_to_be_unique":
-            low, high = ranges.get(name, (0, None))
+            low, high = (ranges or {}).get(name, (0, None))
             counts.append(f"count({column}) - bit_count(bitstring_agg({column}, {low}, {high}))"
                           if high is not None else
                           f"count({column}) - count(DISTINCT {column})")
