@@ -383,8 +383,8 @@ def _duckdb(model: _Model) -> dict[tuple[str, str], Fitted]:
                     loaded.add((schema, table.table))
             for pane in fragment.panes:  # the queries' aggregates differ: panes of their own
                 store.rebuild_panes(schema, pane)
-            # Three window_ends one slide apart, as a run evaluates them: each extends the
-            # stacks by a pane (the first, untimed, builds them).
+            # Window_ends one slide apart, as a run evaluates them: where the aggregate keeps
+            # stacks, each extends them by a pane (the first, untimed, builds them).
             ends = [EPOCH + timedelta(seconds=DEBS_START + window - k) for k in range(3, -1, -1)]
             store.evaluate(schema, fragment.sql, ends[:1], fragment.stacks)
             return min(_time(lambda e=e: store.evaluate(schema, fragment.sql, [e],

@@ -120,6 +120,9 @@ class ColumnarStore:
                             "one process write at a time; stop that process or give another "
                             "--store, then run again (with --resume to continue)") from None
         self._created: set[str] = set()  # tables known to exist
+        # The stacks this process keeps (columnar/stacks.py), by their back stack's table: a
+        # purge purges them too.
+        self._stacked: dict[str, Stacks] = {}
         self._run("SET TimeZone = 'UTC'")
 
     def close(self) -> None:
@@ -141,6 +144,7 @@ class ColumnarStore:
         thread at a time, and each handle has transactions of its own."""
         other = object.__new__(ColumnarStore)
         other.path, other.con, other._created = self.path, self.con.cursor(), self._created
+        other._stacked = self._stacked
         other._run("SET TimeZone = 'UTC'")
         return other
 
@@ -184,6 +188,8 @@ class ColumnarStore:
         # In place: cursors share the set.
         self._created.difference_update([t for t in self._created
                                          if t.startswith(f"{schema}.")])
+        for table in [t for t in self._stacked if t.startswith(f"{schema}.")]:
+            del self._stacked[table]
         if self.logged(QUARANTINE):
             self._upgrade_quarantine()
             self._run(f"DELETE FROM {LOG_SCHEMA}.{QUARANTINE} WHERE query = ?", [query])
@@ -262,7 +268,7 @@ class ColumnarStore:
         if pane.stacks:
             for table in (pane.stacks.back, pane.stacks.front):
                 self._run(f"DROP TABLE IF EXISTS {schema}.{table}")
-                self._created.discard(f"{schema}.{table}")
+            self._stacked.pop(f"{schema}.{pane.stacks.back}", None)
         stored = f"SELECT * EXCLUDE ({PANE}, _batch) FROM {schema}.{pane.source.table}"
         self._run(f"CREATE OR REPLACE TABLE {schema}.{pane.table.table} AS SELECT *, "
                   f"0::BIGINT AS _batch FROM (WITH {ROWS} AS ({stored}) {pane.sql})")
@@ -288,12 +294,12 @@ class ColumnarStore:
     def _stack(self, schema: str, stacks: Stacks) -> None:
         """Extend a pane table's two stacks to the window_ends being evaluated
         (``columnar/stacks.py``)."""
-        if f"{schema}.{stacks.back}" not in self._created:
+        if f"{schema}.{stacks.back}" not in self._stacked:
             if not self._exists(schema, stacks.panes):
                 return  # no row has arrived: the windows are empty
             for statement in stacks.create(schema):
                 self._run(statement)
-            self._created.add(f"{schema}.{stacks.back}")
+            self._stacked[f"{schema}.{stacks.back}"] = stacks
         last_panes = self._run(f"SELECT list(epoch_us(window_end) // {stacks.slice_us}) "
                                f"FROM {WINDOW_ENDS}")[0][0] or []
         if not last_panes:
@@ -309,13 +315,12 @@ class ColumnarStore:
             if not self._run(stacks.front_built(), params)[0][0]:
                 self._run(stacks.build_front(), params)
 
-    def purge(self, query: str, tables: Iterable[FragmentInput], next_end: datetime,
-              stacks: Iterable[Stacks] = ()) -> int:
-        """Delete the input rows (and stacked partials) that no window ending at ``next_end``
-        or later needs."""
+    def purge(self, query: str, tables: Iterable[FragmentInput], next_end: datetime) -> int:
+        """Delete the input rows, and the stacked partials of the query's evaluations, that no
+        window ending at ``next_end`` or later needs."""
         schema, deleted = schema_name(query), 0
-        for stack in stacks:
-            if f"{schema}.{stack.back}" in self._created:
+        for key, stack in self._stacked.items():
+            if key.startswith(f"{schema}."):
                 last = self._run(f"SELECT epoch_us(?::TIMESTAMP) // {stack.slice_us}",
                                  [next_end])[0][0]
                 for table, condition in stack.purge():

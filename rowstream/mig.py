@@ -258,7 +258,6 @@ class Mig:
         found = layout(self.deployment, self.db_ops)
         self.crossings, self.fragments, self.panes = found.crossings, found.fragments, found.panes
         self.kept, self.central, self.tables = found.kept, found.central, found.tables
-        self.stacks = [p.stacks for p in self.panes if p.stacks]  # purged with the tables
         # SQL that reads a crossing's rows for the window_ends, built once, not per micro-batch.
         self.reads = {rid: read_sql(node, plan) for rid, node in self.crossings.items()}
         self.root = plan.relation_ids[plan.root]
@@ -531,7 +530,7 @@ class Mig:
                 arrival.groups[self.root] = (count, len(ends))
             if ends and not self.direct:
                 # One batch behind: a replay of this batch still finds the rows it needs.
-                store.purge(self.query, self.tables, ends[0], self.stacks)
+                store.purge(self.query, self.tables, ends[0])
             self.finished = bool(self.final_end and last_end and last_end >= self.final_end)
             if self.on_batch:
                 self.on_batch(BatchReport(batch_id, arrival.tuples, arrival.latest, len(ends),

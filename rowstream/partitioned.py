@@ -130,7 +130,7 @@ def _partition_runner(op: PartitionedOp, batch_id: int, ends: list[datetime], ap
                                        keep=table.table in kept)
             if ends:
                 result = store.evaluate(op.query, op.fragment.sql, ends, op.fragment.stacks)
-                store.purge(op.query, tables, ends[0], op.fragment.stacks)  # one batch behind, as the MIG's
+                store.purge(op.query, tables, ends[0])  # one batch behind, as the MIG's
                 sink = pa.BufferOutputStream()
                 with pa.ipc.new_stream(sink, result.schema) as writer:
                     writer.write_table(result)

@@ -80,8 +80,7 @@ def assert_batches_match_the_reference(plan, rows: pl.DataFrame, seed: int) -> N
             for _ in range(2 if batch % 5 == 4 else 1):
                 result = store.evaluate("s", fragment.sql, now, fragment.stacks)
             got.append(pl.from_arrow(result))
-            store.purge("s", [*fragment.sources, *(p.table for p in fragment.panes)], now[0],
-                        fragment.stacks)
+            store.purge("s", [*fragment.sources, *(p.table for p in fragment.panes)], now[0])
             ends = ends[len(now):]
         batch += 1
     want = reference.evaluate(plan.logical.root, {"plugs": rows})
