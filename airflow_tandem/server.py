@@ -30,6 +30,10 @@ def environment(home: Path, port: int = 8080, state: Path | None = None) -> dict
         "AIRFLOW__CORE__DAGS_FOLDER": str(REPOSITORY / "dags"),
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPOSITORY / "plugins"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        # SQLite lets one writer in at a time and the others wait 5 s by default; on a busy
+        # machine the scheduler's and DAG processor's writes outlast that, and a trigger through
+        # the REST API fails with "database is locked". A minute is what a user would wait.
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home.resolve()}/airflow.db?timeout=60",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin",
         "AIRFLOW__API__HOST": "127.0.0.1",
         "AIRFLOW__API__PORT": str(port),
