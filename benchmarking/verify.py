@@ -15,9 +15,10 @@ import polars as pl
 
 from benchmarking import reference
 from columnar.store import ColumnarStore
-from optimizer.cost import PARTITIONED
+from optimizer.cost import PARTITIONED, SPARK, SPLIT
 from optimizer.errors import TandemError
 from optimizer.optimizer import placement_spec
+from optimizer.partitioning import splittable
 from optimizer.phase_two import ENGINES, allowed_engines, valid
 from rowstream.eventtime import EPOCH, admit, watermark
 from rowstream.landing import landed_files, read_landed
@@ -50,12 +51,13 @@ class Outcome:
 
 def placements(query: str, how: str, **explain_args) -> list[dict[str, str]]:
     """Every plan of phase two's space (``all``), or a random sample of N that always holds the
-    pure-Spark, the pure-DuckDB, the all-partitioned (where it can run) and the optimiser's
-    plan."""
+    pure-Spark, the pure-DuckDB, the all-partitioned (where it can run), Spark's with its
+    aggregates split (where one can be) and the optimiser's plan."""
     optimization = explain(query, **explain_args).optimization
     chosen, plan = optimization.plan, optimization.logical
     ops = list(chosen.placement)
-    allowed = allowed_engines(plan, {}, optimization.model.profile.prices(PARTITIONED))
+    allowed = allowed_engines(plan, {}, optimization.model.profile.prices(PARTITIONED),
+                              optimization.model.prices_split)
     space = [p for p in (dict(zip(ops, engines, strict=True))
                          for engines in itertools.product(*allowed)) if valid(plan, p)]
     if how == "all":
@@ -64,7 +66,9 @@ def placements(query: str, how: str, **explain_args) -> list[dict[str, str]]:
         n = int(how)
     except ValueError:
         raise TandemError(f"--placements {how!r}: give 'all' or a number") from None
-    must = [{op: engine for op in ops} for engine in ENGINES]
+    must = [{op: engine for op in ops} for engine in ENGINES if engine != SPLIT]
+    # And Spark's with every aggregate it can split split.
+    must.append({op: SPLIT if splittable(plan.by_id[op]) else SPARK for op in ops})
     must = [p for p in must if p in space] + [dict(chosen.placement)]
     rest = [p for p in space if p not in must]
     random.Random(len(ops)).shuffle(rest)

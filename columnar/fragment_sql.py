@@ -51,6 +51,7 @@ from sqlglot import exp
 from columnar.stacks import PANE, Stacks
 from optimizer.cost import DUCKDB, STACKED_FROM
 from optimizer.deployment import Deployment
+from optimizer.errors import TandemError
 from optimizer.logical import (
     WINDOW_COLUMNS,
     AggCall,
@@ -64,7 +65,7 @@ from optimizer.logical import (
     stateless_rows,
     substitute,
 )
-from optimizer.physical import PhysicalPlan
+from optimizer.physical import PhysicalPlan, split
 
 WINDOW_ENDS = "window_ends"
 ROWS = "__input"  # what the SQL that fills an input or pane table reads: the rows appended
@@ -112,6 +113,10 @@ class PaneTable:
     source: FragmentInput  # the input table whose appended rows feed it
     sql: str  # over the appended rows (``__input``)
     stacks: Stacks | None = None  # what windows read of partials (not of a correlated's lists)
+    # A split aggregate's: the same partials in Spark's dialect, over the batch's rows of the
+    # source relation (``{rows}``, a DataFrame ``SparkSession.sql`` is given), which Spark
+    # computes in its executors and the store appends as they come (``sql`` is not run).
+    spark_sql: str | None = None
 
 
 @dataclass(frozen=True)
@@ -144,7 +149,8 @@ class Fragment:
 
 def fragments(physical: PhysicalPlan) -> list[Fragment]:
     """The DuckDB query of every DB-op of a physical plan, in the order of ``physical.db_ops``."""
-    return [_translate(op.id, op.members, physical.logical) for op in physical.db_ops]
+    splits = split(physical.logical, physical.placement)
+    return [_translate(op.id, op.members, physical.logical, splits) for op in physical.db_ops]
 
 
 def rows_kept(deployment: Deployment, fragments: list[Fragment]) -> set[str]:
@@ -177,7 +183,8 @@ def read_sql(node: Node, plan: LogicalPlan) -> str:
     return _expand(input_table(node, plan), node.columns).sql(dialect=DUCKDB)
 
 
-def _translate(name: str, member_ids: tuple[str, ...], plan: LogicalPlan) -> Fragment:
+def _translate(name: str, member_ids: tuple[str, ...], plan: LogicalPlan,
+               splits: frozenset[Node] = frozenset()) -> Fragment:
     by_id, ids = plan.by_id, plan.ids
     members = frozenset(by_id[m] for m in member_ids)
     root = by_id[member_ids[-1]]  # members are listed in post-order: the root comes last
@@ -201,7 +208,10 @@ def _translate(name: str, member_ids: tuple[str, ...], plan: LogicalPlan) -> Fra
         if node not in members:
             relation[node] = input_relation(node)
             return relation[node]
-        pane_table = _pane_table(node, members, plan)
+        pane_table = _pane_table(node, members, plan, node in splits)
+        if node in splits and pane_table is None:
+            raise TandemError(f"{ids[node]} cannot be split: its partials per pane read more "
+                              "than the stream's columns (place it on duckdb)")
         correlated = None if pane_table else _correlated(node, members, plan)
         if pane_table:
             panes.append(pane_table)
@@ -238,9 +248,10 @@ def _stream_below(node: Node, members: frozenset[Node]) -> Node | None:
     return None if node in members or node.instantiated else node
 
 
-def _pane_table(node: Node, members: frozenset[Node], plan: LogicalPlan) -> PaneTable | None:
+def _pane_table(node: Node, members: frozenset[Node], plan: LogicalPlan,
+                split_: bool = False) -> PaneTable | None:
     """The partial aggregates per pane that compute ``node``, if it is an aggregate that they
-    can compute (module docstring)."""
+    can compute (module docstring); ``split_``: Spark computes them (``PaneTable.spark_sql``)."""
     if not isinstance(node, Aggregate) or any(a.func not in PARTIALS for a in node.aggregates):
         return None
     stream = _stream_below(node.inputs[0], members)
@@ -261,7 +272,7 @@ def _pane_table(node: Node, members: frozenset[Node], plan: LogicalPlan) -> Pane
            for c in e.find_all(exp.Column)):
         return None  # it reads the window's bounds: rows must be expanded to their windows
 
-    groups.append(exp.maybe_parse(_pane_of(source.time_column, source.slide_us), dialect=DUCKDB))
+    groups.append(_pane_expression(source.time_column, source.slide_us))
     select = [exp.alias_(g.copy(), name) for g, name in zip(groups, (*keys, PANE), strict=True)]
     partials = []
     for a in node.aggregates:
@@ -275,7 +286,8 @@ def _pane_table(node: Node, members: frozenset[Node], plan: LogicalPlan) -> Pane
                           source.window_size, None, source.slide)
     stacks = Stacks(table.table, tuple(keys), tuple(partials), source.panes_per_window,
                     source.slide_us) if source.panes_per_window >= STACKED_FROM else None
-    return PaneTable(table, source, query.sql(dialect=DUCKDB), stacks)
+    spark = query.sql(dialect="spark").replace(f"FROM {ROWS}", "FROM {rows}") if split_ else None
+    return PaneTable(table, source, query.sql(dialect=DUCKDB), stacks, spark)
 
 
 def _combine_panes(node: Aggregate, panes: PaneTable) -> exp.Expression:
@@ -537,7 +549,15 @@ def _non_decreasing(e: exp.Expression) -> bool:
 
 def _pane_of(time_column: str, slide_us: int) -> str:
     """The pane of a row: k with (k - 1)·β <= ts < k·β."""
-    return f"(epoch_us({time_column}) // {slide_us} + 1)"
+    return _pane_expression(time_column, slide_us).sql(dialect=DUCKDB)
+
+
+def _pane_expression(time_column: str, slide_us: int) -> exp.Expression:
+    """``_pane_of`` in any dialect: DuckDB's epoch_us and //, Spark's unix_micros and div."""
+    return exp.paren(exp.Add(
+        this=exp.IntDiv(this=exp.UnixMicros(this=exp.column(time_column)),
+                        expression=exp.Literal.number(slide_us)),
+        expression=exp.Literal.number(1)))
 
 
 def _window_panes(table: FragmentInput) -> exp.Subquery:

@@ -38,7 +38,10 @@ from optimizer.statistics import Statistics
 
 SPARK, DUCKDB = "spark", "duckdb"
 PARTITIONED = "duckdb-partitioned"  # DuckDB in Spark's executors, one per hash partition
-DB_ENGINES = (DUCKDB, PARTITIONED)
+# An aggregate split across the engines: its partials per pane computed in Spark's executors
+# from each micro-batch's rows, their merge into windows in the driver's DuckDB.
+SPLIT = "split"
+DB_ENGINES = (DUCKDB, PARTITIONED, SPLIT)
 SOURCE = {"parquet": "source", "csv": "source_csv"}  # the gateway's function, by file format
 # DuckDB reading and judging a stream's landed files itself, by file format: the crossing by
 # reference (rowstream/by_reference.py), where every operator over the stream runs in DuckDB.
@@ -49,6 +52,20 @@ SCAN = {"parquet": "scan", "csv": "scan_csv"}
 # build (bench/results/stacks.md, 2,125 groups: 6.9 against 8.8 ms per window at 300 panes, 11.7
 # against 9.7 at 600, 52.5 against 11.8 at 3,600).
 STACKED_FROM = 512
+
+
+def fragment_engine(engine: str) -> str:
+    """The DuckDB a DB-op member runs on: a split aggregate's merge runs in the driver's, with
+    the central operators above it."""
+    return DUCKDB if engine == SPLIT else engine
+
+
+def by_panes(node: Aggregate) -> bool:
+    """Does DuckDB combine ``node`` from partial aggregates per pane (``fragment_sql``)? Then
+    Spark may compute those partials (``SPLIT``)."""
+    window = source_window(node.input)
+    return (not node.input.instantiated and (window.size / window.slide).is_integer()
+            and all(a.func in DECOMPOSABLE for a in node.aggregates))
 
 
 @dataclass(frozen=True)
@@ -187,6 +204,7 @@ class CostModel:
         self._signature: dict[Node, str] = {}
         self._by_signature: dict[str, Node] = {}
         self._inputs: dict[str, tuple[float, float]] = {}
+        self._partials: dict[str, Aggregate] = {}  # signature of a split aggregate's partials
         self._memory = {e: (profile.get(e, "memory", "bytes_per_tuple"),
                             profile.get(e, "memory", "bytes_per_value")) for e in (SPARK, DUCKDB)}
         # Does the profile price the crossing by reference (``source``)? A profile calibrated
@@ -194,6 +212,8 @@ class CostModel:
         self.prices_reference = all(
             profile.get(e, f, "per_call" if f == "control" else "per_tuple") > 0
             for e, f in ((SPARK, "control"), *((DUCKDB, f) for f in SCAN.values())))
+        # And the split aggregate's Spark side (``partial``)?
+        self.prices_split = profile.get(SPARK, "partial", "per_tuple") > 0
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -261,28 +281,54 @@ class CostModel:
     # -- DB-ops -----------------------------------------------------------------------------
 
     def db(self, members: frozenset[Node], root: Node, to_sink: bool = False,
-           partitioned: bool = False, by_reference: bool = False) -> OperatorCost:
+           partitioned: bool = False, by_reference: bool = False,
+           split: frozenset[Node] = frozenset()) -> OperatorCost:
         """A DB-op: the connected R2R fragment ``members`` (whose output is ``root``'s) evaluated
         as one SQL query in DuckDB. ``to_sink``: its result stays in DuckDB, in the results
         table, instead of returning to Spark. ``partitioned``: in the executors' DuckDBs;
-        ``by_reference``: the plan's crossings go by reference (``source``)."""
+        ``by_reference``: the plan's crossings go by reference (``source``); ``split``: the
+        members whose partials Spark computes (they read those, not rows)."""
         # The exhaustive enumeration prices the same fragments over and over (j5: 131,074
         # calls for 32,768 placements): summarising one again cost 40 % of its time.
-        key = (members, root, to_sink, partitioned, by_reference)
+        key = (members, root, to_sink, partitioned, by_reference, split)
         found = self._db_of_members.get(key)
         if found is None:
-            inputs = frozenset(self.signature(c) for m in members for c in m.inputs
-                               if c not in members)
             found = self._db_of_members[key] = self.db_cost(
-                Fragment(inputs, sum(self.db_work(m) for m in members),
-                         sum(self.db_arrival(m) for m in members), partitioned, by_reference),
+                Fragment(frozenset(self._db_input_signatures(members, split)),
+                         sum(self.db_work(m) for m in members),
+                         sum(self.db_arrival(m) for m in members if m not in split),
+                         partitioned, by_reference),
                 root, to_sink)
         return found
 
-    def db_inputs(self, members: frozenset[Node]) -> list[Node]:
-        """The distinct relations a DB-op reads from Spark; two copies of one CTE move once."""
-        inputs = {self.signature(c) for m in members for c in m.inputs if c not in members}
-        return [self._by_signature[s] for s in sorted(inputs)]
+    def _db_input_signatures(self, members: frozenset[Node], split: frozenset[Node]) -> set[str]:
+        return {self.partials_signature(m) if m in split else self.signature(c)
+                for m in members for c in m.inputs if c not in members}
+
+    def db_inputs(self, members: frozenset[Node],
+                  split: frozenset[Node] = frozenset()) -> list[Node]:
+        """The distinct relations a DB-op reads from Spark, two copies of one CTE once: the
+        split aggregates among ``members`` for the partials Spark computes for them."""
+        inputs = self._db_input_signatures(members, split)
+        return [self._partials.get(s) or self._by_signature[s] for s in sorted(inputs)]
+
+    def partials_signature(self, node: Aggregate) -> str:
+        """What a split aggregate's merge reads: the partials Spark computes for it."""
+        found = f"partials({self.signature(node)})"
+        self._partials.setdefault(found, node)
+        return found
+
+    def partials_rate(self, node: Aggregate) -> float:
+        """Rows of partials per second a split aggregate's Spark side hands DuckDB."""
+        return self._input_term(self.partials_signature(node))[0]
+
+    def partial(self, node: Aggregate) -> OperatorCost:
+        """A split aggregate's Spark side: each micro-batch's rows aggregated per (group, pane)
+        in the executors, a job per batch whose partials the driver collects (their move into
+        DuckDB is the merge's transfer in)."""
+        u = (self.stats[node.input].lambda_out * self._c(SPARK, "partial", "per_tuple")
+             + self._per_batch(SPARK, "partial"))
+        return OperatorCost(u, 0.0)
 
     def signature(self, node: Node) -> str:
         found = self._signature.get(node)
@@ -339,13 +385,20 @@ class CostModel:
         return OperatorCost(u, sum(state for _, state in terms))
 
     def _input_term(self, signature_: str) -> tuple[float, float]:
-        """Tuples per second a DB-op input moves into DuckDB, and the bytes of its window there."""
+        """Tuples per second a DB-op input moves into DuckDB, and the bytes of its window there:
+        a split aggregate's, its partials' rows (one per group with a tuple in a pane)."""
         found = self._inputs.get(signature_)
         if found is None:
-            node = self._by_signature[signature_]
-            estimate = self.stats[node]
-            found = self._inputs[signature_] = (
-                estimate.lambda_out, estimate.cardinality * self._bytes(DUCKDB, node))
+            split = self._partials.get(signature_)
+            if split is not None:
+                window = source_window(split.input)
+                held = self._pane_rows(split.input, split.group_by)
+                found = (held / window.size, held * self._bytes(DUCKDB, split))
+            else:
+                node = self._by_signature[signature_]
+                estimate = self.stats[node]
+                found = (estimate.lambda_out, estimate.cardinality * self._bytes(DUCKDB, node))
+            self._inputs[signature_] = found
         return found
 
     def db_work(self, node: Node) -> float:
@@ -369,7 +422,7 @@ class CostModel:
                 return 0.0
             return st[node.input].cardinality * self._c(DUCKDB, node.kind, "per_window_tuple")
         if isinstance(node, Aggregate):
-            if self._by_panes(node):
+            if by_panes(node):
                 return (self._window_partials(node.input, node.group_by)
                         * self._c(DUCKDB, "panes", "per_window_tuple"))
             function = "aggregate" if node.incremental else "holistic"
@@ -392,7 +445,7 @@ class CostModel:
     def db_arrival(self, node: Node) -> float:
         """Seconds per second of arrivals the store spends keeping ``node``'s pane partials or
         lists up to date (0 for an operator that has none)."""
-        if isinstance(node, Aggregate) and self._by_panes(node):
+        if isinstance(node, Aggregate) and by_panes(node):
             rows = node.input
         elif isinstance(node, Join) and (listed := self._listed(node)) is not None:
             rows = listed[0]
@@ -405,10 +458,6 @@ class CostModel:
         window = source_window(rows)
         return (window.size / window.slide).is_integer()
 
-    def _by_panes(self, node: Aggregate) -> bool:
-        """Does DuckDB combine ``node`` from partial aggregates per pane?"""
-        return (not node.input.instantiated and self._whole_panes(node.input)
-                and all(a.func in DECOMPOSABLE for a in node.aggregates))
 
     def _listed(self, node: Join) -> tuple[Node, Node] | None:
         """(rows, other) when the join pairs a windowed stream's rows with a relation of the

@@ -35,10 +35,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from optimizer.cost import DUCKDB, SPARK, CostModel, Objective, PlanCost
+from optimizer.cost import DUCKDB, PARTITIONED, SPARK, SPLIT, CostModel, Objective, PlanCost
 from optimizer.logical import Aggregate, Join, LogicalPlan, Node, signature, windows
 from optimizer.optimizer import Optimization
-from optimizer.physical import PhysicalPlan, after_mig, db_fragments
+from optimizer.physical import PhysicalPlan, after_mig, db_fragments, split
 
 MS, PT = "ms", "pt"
 STRATEGIES = (MS, PT)
@@ -106,12 +106,17 @@ def states(physical: PhysicalPlan, model: CostModel) -> tuple[State, ...]:
                 share = st[side].lambda_out / max(sum(st[i].lambda_out for i in op.inputs), 1e-12)
                 keep(side, ROWS, SPARK, st[side].cardinality, u * share)
     for root, fragment in db_fragments(plan, placement).items():
-        engine = placement[plan.ids[root]]
-        cost = model.db(fragment, root, partitioned=engine != DUCKDB)
-        inputs = [n for n in model.db_inputs(fragment) if not n.instantiated]
+        engine, splits = placement[plan.ids[root]], split(plan, placement, fragment)
+        cost = model.db(fragment, root, partitioned=engine == PARTITIONED, split=splits)
+        inputs = [n for n in model.db_inputs(fragment, splits)
+                  if n in splits or not n.instantiated]
         arrival = (cost.u - cost.evaluation) / max(len(inputs), 1)  # moves in, partials' upkeep
         for node in inputs:
-            keep(node, ROWS, engine, st[node].cardinality, arrival)
+            if node in splits:  # the partials Spark computed: kept apart from DuckDB's own
+                keep(node, PARTIALS, SPLIT,
+                     model.partials_rate(node) * max(w.size for w in windows(node)), arrival)
+            else:
+                keep(node, ROWS, engine, st[node].cardinality, arrival)
     return tuple(found.values())
 
 

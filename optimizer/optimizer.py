@@ -13,11 +13,11 @@ import time
 from dataclasses import dataclass
 
 from optimizer.catalog import Catalog
-from optimizer.cost import PARTITIONED, CostModel, Objective
+from optimizer.cost import PARTITIONED, SPLIT, CostModel, Objective
 from optimizer.errors import TandemError
 from optimizer.frontend import parse_query
 from optimizer.logical import LogicalPlan, r2r_operators, windows
-from optimizer.partitioning import partitionable
+from optimizer.partitioning import partitionable, splittable
 from optimizer.phase_one import phase_one
 from optimizer.phase_two import ENGINES, allowed_engines, exhaustive, search
 from optimizer.physical import PhysicalPlan, evaluate
@@ -59,10 +59,13 @@ class Optimization:
 
 def parse_placement(spec: str, plan: LogicalPlan) -> dict[str, str]:
     """``auto``, ``spark``, ``duckdb``, ``duckdb-partitioned`` or ``op=engine,...`` as operator
-    pins."""
+    pins (``split`` for an aggregate only)."""
     spec = spec.strip().lower()
     if spec in ("", "auto"):
         return {}
+    if spec == SPLIT:
+        raise TandemError(f"--placement: {SPLIT} places an aggregate (aggregate_1={SPLIT}), not "
+                          "a whole plan")
     if spec in ENGINES:
         return parse_placement(",".join(f"{plan.ids[op]}={spec}" for op in plan.operators), plan)
     pins = {}
@@ -78,6 +81,10 @@ def parse_placement(spec: str, plan: LogicalPlan) -> dict[str, str]:
         if engine == PARTITIONED and not partitionable(plan.by_id[op]):
             raise TandemError(f"--placement: {op} cannot run on {PARTITIONED}: no stream column "
                               "is a key of every aggregate and join at or below it")
+        if engine == SPLIT and not splittable(plan.by_id[op]):
+            raise TandemError(f"--placement: {op} cannot be {SPLIT}: only an aggregate of "
+                              "COUNT, SUM, AVG, MIN or MAX over a stream's window, whose size "
+                              "is a whole number of slides, has partials per pane")
         pins[op] = engine
     return pins
 

@@ -14,9 +14,9 @@ their pane partials, as they arrive, and the partitions hand over rows per windo
 
 from __future__ import annotations
 
-from optimizer.cost import DUCKDB, PARTITIONED, SPARK
+from optimizer.cost import DUCKDB, PARTITIONED, SPARK, SPLIT, by_panes
 from optimizer.keys import partition_keys
-from optimizer.logical import LogicalPlan, Node, is_r2r, post_order
+from optimizer.logical import Aggregate, LogicalPlan, Node, is_r2r, post_order
 
 
 def partitionable(node: Node) -> bool:
@@ -24,15 +24,25 @@ def partitionable(node: Node) -> bool:
     return bool(partition_keys(node))
 
 
+def splittable(node: Node) -> bool:
+    """Can ``node`` be split, its partials per pane in Spark and their merge in DuckDB?"""
+    return isinstance(node, Aggregate) and by_panes(node)
+
+
 def feeds_partitions(child: Node, placement: dict[str, str], plan: LogicalPlan) -> bool:
     """Can ``child`` be read by a partitioned operator above it (module docstring)?"""
     if not is_r2r(child):
         return True  # a window of the stream
-    engine = placement[plan.ids[child]]
-    if engine == PARTITIONED:
-        return True
-    return (engine == SPARK and not child.instantiated
-            and all(placement[plan.ids[n]] == SPARK for n in post_order(child) if is_r2r(n)))
+    return placement[plan.ids[child]] == PARTITIONED or stream_rows(child, placement, plan)
+
+
+def stream_rows(child: Node, placement: dict[str, str], plan: LogicalPlan) -> bool:
+    """Is ``child`` the stream's rows as Spark's streaming part hands them over: its window,
+    or selections and projections of it in Spark with nothing else below? A split
+    aggregate's partials are computed from those in the executors."""
+    return not is_r2r(child) or (
+        not child.instantiated
+        and all(placement[plan.ids[n]] == SPARK for n in post_order(child) if is_r2r(n)))
 
 
 def reads_partitions(child: Node, placement: dict[str, str], plan: LogicalPlan) -> bool:
@@ -55,6 +65,10 @@ def problem(plan: LogicalPlan, placement: dict[str, str]) -> str | None:
                         f"{plan.ids[child]} is not the stream's rows as Spark hands them over "
                         f"(place it and what is below it on spark, stateless, or on "
                         f"{PARTITIONED} too)")
+            if engine == SPLIT and not stream_rows(child, placement, plan):
+                return (f"--placement: {op_id} cannot be {SPLIT}: Spark computes its partials "
+                        f"from the stream's rows, and its input {plan.ids[child]} is not those "
+                        "(place it and what is below it on spark)")
         if engine == PARTITIONED and not partitionable(op):
             return (f"--placement: {op_id} cannot run on {PARTITIONED}: no stream column is a "
                     "key of every aggregate and join at or below it")

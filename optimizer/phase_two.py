@@ -1,5 +1,5 @@
-"""Phase two: place every operator of the phase-one plan on Spark, DuckDB or duckdb-partitioned
-(Ji Sec. 6.3.4).
+"""Phase two: place every operator of the phase-one plan on Spark, DuckDB or duckdb-partitioned,
+or split an aggregate across the two (Ji Sec. 6.3.4).
 
 The enumeration is bottom-up over the R2R operators. At each operator it keeps
 
@@ -15,7 +15,9 @@ The enumeration is bottom-up over the R2R operators. At each operator it keeps
 
 A DB-op is a connected fragment on one DuckDB engine: central DuckDB, or duckdb-partitioned
 where the operator allows it (``optimizer/partitioning.py``); a partitioned fragment below a
-central one is closed, and its rows are the central one's input.
+central one is closed, and its rows are the central one's input. A split aggregate (where the
+profile prices Spark's partials) is a second operator in Spark, its partials per pane, and a
+central DB-op that begins at its merge: the central operators above grow into it.
 
 With a feasible query (the pure-Spark or the pure-DuckDB plan is feasible), partial plans that
 are already infeasible are dropped too ("Other Pruning Methods"). Plans with more R2R operators
@@ -34,19 +36,21 @@ from optimizer.cost import (
     DUCKDB,
     PARTITIONED,
     SPARK,
+    SPLIT,
     ZERO,
     CostModel,
     Fragment,
     Objective,
     PlanCost,
+    fragment_engine,
 )
 from optimizer.errors import TandemError
 from optimizer.logical import LogicalPlan, Node, is_r2r
-from optimizer.partitioning import partitionable, problem
+from optimizer.partitioning import partitionable, problem, splittable
 from optimizer.physical import plan_cost, stream_readers, uniform
 
 # Partial plans hold engine indexes: ties break towards Spark, then central DuckDB, in post-order.
-ENGINES = (SPARK, DUCKDB, PARTITIONED)
+ENGINES = (SPARK, DUCKDB, PARTITIONED, SPLIT)
 IN_SPARK = ENGINES.index(SPARK)
 
 
@@ -68,13 +72,15 @@ class SearchResult:
     subplans: int  # 1 unless the plan was decomposed
 
 
-def allowed_engines(plan: LogicalPlan, pinned: dict[str, str],
-                    partitioned: bool = True) -> list[tuple[str, ...]]:
+def allowed_engines(plan: LogicalPlan, pinned: dict[str, str], partitioned: bool = True,
+                    split: bool = False) -> list[tuple[str, ...]]:
     """Each operator's engines: its pin, or every engine that can run it (duckdb-partitioned
-    where ``partitioned``: the profile prices it). Whether its inputs let it run on
-    duckdb-partitioned depends on their placement, which the search checks."""
+    where ``partitioned``, split where ``split``: the profile prices them). Whether its inputs
+    let it run on duckdb-partitioned or split depends on their placement, which the search
+    checks."""
     return [(pinned[plan.ids[op]],) if plan.ids[op] in pinned
-            else ENGINES if partitioned and partitionable(op) else (SPARK, DUCKDB)
+            else (SPARK, DUCKDB, *((PARTITIONED,) if partitioned and partitionable(op) else ()),
+                  *((SPLIT,) if split and splittable(op) else ()))
             for op in plan.operators]
 
 
@@ -94,7 +100,8 @@ def search(plan: LogicalPlan, model: CostModel, objective: Objective,
                              by_reference=True)]
     partitioned = model.profile.prices(PARTITIONED)
     for op in stream_readers(plan):
-        for engine in (SPARK, *((PARTITIONED,) if partitioned and partitionable(op) else ())):
+        for engine in (SPARK, *((PARTITIONED,) if partitioned and partitionable(op) else ()),
+                       *((SPLIT,) if model.prices_split and splittable(op) else ())):
             if pinned.get(plan.ids[op], engine) != engine:
                 continue
             try:
@@ -127,8 +134,8 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
     pinned = pinned or {}
     if not plan.operators:
         return SearchResult({}, 1, 0, 1)  # only a window: nothing to place
-    allowed = allowed_engines(plan, pinned,
-                              model.profile.prices(PARTITIONED) and not by_reference)
+    allowed = allowed_engines(plan, pinned, model.profile.prices(PARTITIONED) and not by_reference,
+                              model.prices_split and not by_reference)
     source = model.source(plan.streams, by_reference)
     prune_infeasible = objective.feasibility and _known_feasible(plan, model, objective, pinned,
                                                                  by_reference)
@@ -180,18 +187,28 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
                 new.append(Partial(i, sum((p.engines for p in combo), ()) + (IN_SPARK,), closed, None))
             constructed += len(new)
             new = best_closed(new)
-        for engine in (e for e in (DUCKDB, PARTITIONED) if e in allowed[i]):
-            index, external = ENGINES.index(engine), frozenset(
-                model.signature(c) for c in op.inputs if not is_r2r(c))
+        for engine in (e for e in (DUCKDB, PARTITIONED, SPLIT) if e in allowed[i]):
+            index = ENGINES.index(engine)
+            if engine == SPLIT:  # the merge reads Spark's partials, not the rows below
+                external, base = frozenset({model.partials_signature(op)}), model.partial(op)
+            else:
+                external, base = frozenset(model.signature(c) for c in op.inputs
+                                           if not is_r2r(c)), None
             for combo in itertools.product(*child_plans):
-                closed, inputs = ZERO, external
-                work, arrival = model.db_work(op), model.db_arrival(op)
+                closed, inputs = ZERO if base is None else ZERO.add(base), external
+                work = model.db_work(op)
+                arrival = 0.0 if engine == SPLIT else model.db_arrival(op)
                 for child, p in zip(children, combo, strict=True):
+                    if engine == SPLIT:
+                        if not _stream_rows(child, p):
+                            break  # optimizer/partitioning.py
+                        closed = closed.combine(p.closed)
+                        continue
                     if (not _feeds_partitions(child, p) if engine == PARTITIONED
                             else ENGINES[p.engines[-1]] == PARTITIONED and not child.instantiated):
                         break  # optimizer/partitioning.py
                     closed = closed.combine(p.closed)
-                    if p.open is not None and p.engines[-1] == index:
+                    if p.open is not None and fragment_engine(ENGINES[p.engines[-1]]) == engine:
                         # the child's DB-op grows into this one
                         inputs |= p.open.inputs
                         work += p.open.work
@@ -216,9 +233,12 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
     # unless pins forbid every plan.
     finals = plans[plan.root]
     if not finals:
-        raise TandemError(f"--placement: no plan honours these pins: {PARTITIONED} reads only "
-                          "the stream's rows as Spark hands them over, and duckdb reads its rows "
-                          "only once they are tagged with their window (docs/optimizer.md)")
+        if all(plan.ids[op] in pinned for op in plan.operators):  # why, in the user's terms
+            raise TandemError(problem(plan, pinned) or "--placement: no plan honours these pins")
+        raise TandemError(f"--placement: no plan honours these pins: {PARTITIONED} and {SPLIT} "
+                          "read only the stream's rows as Spark hands them over, and duckdb "
+                          "reads a partitioned operator's rows only once they are tagged with "
+                          "their window (docs/optimizer.md)")
     examined += len(finals)
 
     def complete(p: Partial) -> PlanCost:
@@ -235,7 +255,8 @@ def exhaustive(plan: LogicalPlan, model: CostModel, objective: Objective,
                pinned: dict[str, str] | None = None) -> SearchResult:
     """Every placement (fewer with pins), each costed from scratch by ``physical.plan_cost``."""
     best_key, best, count = None, None, 0
-    allowed = allowed_engines(plan, pinned or {}, model.profile.prices(PARTITIONED))
+    allowed = allowed_engines(plan, pinned or {}, model.profile.prices(PARTITIONED),
+                              model.prices_split)
     for engines in itertools.product(*allowed):
         placement = {plan.ids[op]: e for op, e in zip(plan.operators, engines, strict=True)}
         if not valid(plan, placement):
@@ -292,8 +313,12 @@ def _fed_by_db(p: Partial) -> bool:
 def _feeds_partitions(child: Node, p: Partial) -> bool:
     """``partitioning.feeds_partitions`` for a child's partial plan: a partitioned DB-op, or
     Spark's stateless rows of the stream with nothing but Spark below."""
-    root = ENGINES[p.engines[-1]]
-    return root == PARTITIONED or (root == SPARK and not child.instantiated and not _fed_by_db(p))
+    return ENGINES[p.engines[-1]] == PARTITIONED or _stream_rows(child, p)
+
+
+def _stream_rows(child: Node, p: Partial) -> bool:
+    """``partitioning.stream_rows`` for a child's partial plan."""
+    return ENGINES[p.engines[-1]] == SPARK and not child.instantiated and not _fed_by_db(p)
 
 
 def _known_feasible(plan: LogicalPlan, model: CostModel, objective: Objective,

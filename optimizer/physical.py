@@ -1,12 +1,24 @@
-"""Physical plans: a placement of every R2R operator on Spark, DuckDB or duckdb-partitioned, with
+"""Physical plans: a placement of every R2R operator on Spark, DuckDB, duckdb-partitioned or, for
+an aggregate, split across the two (its partials per pane in Spark, their merge in DuckDB), with
 its DB-ops (the maximal connected fragments placed on one DuckDB engine, Ji Sec. 6.2) and the
-cost of every operator."""
+cost of every operator. A split aggregate is two physical operators: ``<id>_partial`` in Spark,
+and its merge, a member of a DB-op."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from optimizer.cost import DB_ENGINES, DUCKDB, PARTITIONED, SPARK, ZERO, CostModel, PlanCost
+from optimizer.cost import (
+    DB_ENGINES,
+    DUCKDB,
+    PARTITIONED,
+    SPARK,
+    SPLIT,
+    ZERO,
+    CostModel,
+    PlanCost,
+    fragment_engine,
+)
 from optimizer.logical import LogicalPlan, Node, is_r2r
 
 
@@ -26,7 +38,7 @@ class PhysicalOperator:
 @dataclass(frozen=True)
 class PhysicalPlan:
     logical: LogicalPlan
-    placement: dict[str, str]  # logical operator id -> spark | duckdb | duckdb-partitioned
+    placement: dict[str, str]  # logical operator id -> spark | duckdb | duckdb-partitioned | split
     operators: tuple[PhysicalOperator, ...]
     cost: PlanCost
     # Its crossings go by reference: DuckDB reads the stream's landed files (``by_reference``).
@@ -42,18 +54,25 @@ class PhysicalPlan:
 
 def db_fragments(plan: LogicalPlan, placement: dict[str, str]) -> dict[Node, frozenset[Node]]:
     """Maximal connected sets of operators placed on one DuckDB engine, keyed by their root, in
-    post-order."""
+    post-order. A split aggregate reads Spark's partials: it begins a fragment."""
     fragments: dict[Node, set[Node]] = {}
     for op in plan.operators:  # post-order: children first
         engine = placement[plan.ids[op]]
         if engine not in DB_ENGINES:
             continue
         fragment = {op}
-        for child in op.inputs:
-            if child in fragments and placement[plan.ids[child]] == engine:
+        for child in op.inputs if engine != SPLIT else ():
+            if child in fragments and fragment_engine(placement[plan.ids[child]]) == engine:
                 fragment |= fragments.pop(child)
         fragments[op] = fragment
     return {root: frozenset(f) for root, f in fragments.items()}
+
+
+def split(plan: LogicalPlan, placement: dict[str, str],
+          members: frozenset[Node] | None = None) -> frozenset[Node]:
+    """The split aggregates (of ``members``, if given)."""
+    return frozenset(op for op in plan.operators if placement[plan.ids[op]] == SPLIT
+                     and (members is None or op in members))
 
 
 def stream_readers(plan: LogicalPlan) -> list[Node]:
@@ -96,10 +115,12 @@ def plan_cost(plan: LogicalPlan, placement: dict[str, str], model: CostModel,
         if placement[plan.ids[op]] == SPARK:
             c = model.dsps(op)
             cost = cost.add(c.after_mig() if op in after else c)
+        elif placement[plan.ids[op]] == SPLIT:
+            cost = cost.add(model.partial(op))
     for root, fragment in db_fragments(plan, placement).items():
         cost = cost.add(model.db(fragment, root, to_sink=root is plan.root,
                                  partitioned=placement[plan.ids[root]] == PARTITIONED,
-                                 by_reference=referenced))
+                                 by_reference=referenced, split=split(plan, placement, fragment)))
     return cost.add(model.sink(plan.root, root_engine(plan, placement), plan.root in after))
 
 
@@ -122,20 +143,26 @@ def evaluate(plan: LogicalPlan, placement: dict[str, str], model: CostModel) -> 
     ops = [PhysicalOperator("source", "source", SPARK, (), (), rate, rate, source.u, source.memory)]
     for op in plan.operators:
         op_id = plan.ids[op]
-        if placement[op_id] == SPARK:
-            c = model.dsps(op)
+        if placement[op_id] in (SPARK, SPLIT):
+            c = model.dsps(op) if placement[op_id] == SPARK else model.partial(op)
             ops.append(PhysicalOperator(
-                op_id, op.kind, SPARK, (op_id,), tuple(physical_input(i) for i in op.inputs),
-                sum(st[i].lambda_out for i in op.inputs), st[op].lambda_out, c.u, c.memory))
-        elif op in fragments:  # a DB-op is listed once, at its root
+                op_id if placement[op_id] == SPARK else partial_id(op_id),
+                op.kind if placement[op_id] == SPARK else "partial-aggregate", SPARK, (op_id,),
+                tuple(physical_input(i) for i in op.inputs),
+                sum(st[i].lambda_out for i in op.inputs),
+                st[op].lambda_out if placement[op_id] == SPARK else 0.0, c.u, c.memory))
+        if op in fragments:  # a DB-op is listed once, at its root
             fragment = fragments[op]
-            engine = placement[op_id]
+            engine = fragment_engine(placement[op_id])
+            splits = split(plan, placement, fragment)
             c = model.db(fragment, op, to_sink=op is plan.root, partitioned=engine == PARTITIONED,
-                         by_reference=referenced)
-            inputs = model.db_inputs(fragment)
+                         by_reference=referenced, split=splits)
+            inputs = model.db_inputs(fragment, splits)
             ops.append(PhysicalOperator(
                 owner[op], "db-op", engine, tuple(plan.ids[m] for m in plan.operators if m in fragment),
-                tuple(physical_input(i) for i in inputs), sum(st[i].lambda_out for i in inputs),
+                tuple(partial_id(plan.ids[i]) if i in splits else physical_input(i)
+                      for i in inputs), sum(model.partials_rate(i) if i in splits
+                                            else st[i].lambda_out for i in inputs),
                 st[op].lambda_out, c.u, c.memory))
     sink = model.sink(plan.root, root_engine(plan, placement), plan.root in after_mig(plan, placement))
     ops.append(PhysicalOperator("sink", "sink", DUCKDB, (), (physical_input(plan.root),),
@@ -146,7 +173,12 @@ def evaluate(plan: LogicalPlan, placement: dict[str, str], model: CostModel) -> 
 
 def root_engine(plan: LogicalPlan, placement: dict[str, str]) -> str:
     """Where the result is produced; a query that only windows a stream ends in Spark."""
-    return placement.get(plan.ids[plan.root], SPARK)
+    return fragment_engine(placement.get(plan.ids[plan.root], SPARK))
+
+
+def partial_id(op_id: str) -> str:
+    """The physical operator of a split aggregate's partials in Spark."""
+    return f"{op_id}_partial"
 
 
 def uniform(plan: LogicalPlan, engine: str) -> dict[str, str]:

@@ -39,6 +39,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
+from optimizer.cost import SPLIT
 from optimizer.deployment import Deployment
 from optimizer.logical import Window
 from rowstream.eventtime import EPOCH, admit, watermark
@@ -57,10 +58,11 @@ LINE, NUMBER, FIELDS = "line", "n", "__fields"
 
 def reads_no_rows(deployment: Deployment) -> bool:
     """Whether a deployed plan needs none of the stream's rows from Spark: no Spark operator
-    reads the stream (every crossing is a window of the stream itself), and no DB-op runs in
-    Spark's executors."""
+    reads the stream (every crossing is a window of the stream itself), no DB-op runs in
+    Spark's executors and Spark computes no split aggregate's partials."""
     return (all(isinstance(node, Window) for node in deployment.crossings)
-            and not any(step.partitioned for step in deployment.steps))
+            and not any(step.partitioned for step in deployment.steps)
+            and SPLIT not in deployment.physical.placement.values())
 
 
 def fits(directory: str | Path, deployment: Deployment) -> bool:

@@ -206,9 +206,12 @@ def layout(deployment: Deployment, db_ops: list[Fragment]) -> Layout:
     # those of Spark operators' rows that a DB-op reads.
     panes = [p for f in central for p in f.panes]
     kept = rows_kept(deployment, central)
-    sources = {t.table for f in central for t in f.sources} | kept
-    elsewhere = {t.table for f in found.values() if f.id in on_partitions
-                 for t in f.sources} - sources
+    # The rows the driver appends: those a DB-op reads, those its pane tables keep partials of
+    # (but a split aggregate's, whose partials Spark computes), and the rows kept.
+    sources = ({t.table for f in central for t in f.inputs} | kept
+               | {p.source.table for p in panes if p.spark_sql is None})
+    elsewhere = ({t.table for f in found.values() if f.id in on_partitions for t in f.sources}
+                 | {p.source.table for p in panes if p.spark_sql is not None}) - sources
     tables = {t.table: t for t in (input_table(n, plan) for n in crossings.values())
               if t.table in kept}
     for fragment in central:
@@ -264,6 +267,9 @@ class Mig:
         self.direct = self.root in self.crossings and plan.root.instantiated
         self.partitioned = {s.db_op: self._partitioned_op(self.fragments[s.db_op], s.node)
                             for s in self.deployment.steps if s.partitioned}
+        # The split aggregates' pane tables, each with the crossing whose rows Spark aggregates.
+        sourced = {input_table(n, plan).table: rid for rid, n in self.crossings.items()}
+        self.split = {p: sourced[p.source.table] for p in self.panes if p.spark_sql}
         self._planned: dict[int, datetime | None] = {}  # batch -> last window_end it evaluates
         self.evaluator = self.store.cursor()
         self._releasing = threading.Lock()  # results go where ``release`` says, all or none
@@ -407,9 +413,10 @@ class Mig:
         judge = self.gateway.judge(batch_id - self.batch_base, frontiers.get(HIGH_WATER))
         if self.gateway.by_reference:
             spread, got = None, self._read(judge)
-        elif self.partitioned:
+        elif self.partitioned or self.split:
             spread = judged_in_executors(batch, judge)
-            spread.persist()  # read by the driver's job, then exchanged to the partitions
+            # read by the driver's job, then exchanged to the partitions or aggregated
+            spread.persist()
             got = self._gather(spread, judge, frontiers.get(HIGH_WATER))
         else:
             spread, got = None, self._collect(batch, judge)
@@ -451,12 +458,17 @@ class Mig:
                     rows = rows.filter(pc.greater_equal(
                         rows.column(table.time_column),
                         pa.scalar(self.taken_until, rows.schema.field(table.time_column).type)))
-                self.store.append_input(self.query, table, rows, batch_id, self.panes,
+                self.store.append_input(self.query, table, rows, batch_id,
+                                        [p for p in self.panes if p not in self.split],
                                         keep=table.table in self.kept)
         if got.read is not None:
             got.read.close(self.store.con)
+        for pane, rid in self.split.items():
+            partials = self._partials(spread, pane, rid)
+            self.transfers.count(partials)
+            self.store.append(self.query, pane.table.table, partials, batch_id)
         ends = partitioned = None
-        if spread is not None:
+        if self.partitioned:
             # The partitions evaluate now: their rows are in the executors, not here.
             last = self._planned.get(batch_id - 1, before.last_end or self.floor)
             ends = self._complete_ends(last, first_ts, frontiers)
@@ -465,6 +477,7 @@ class Mig:
             for op_id, op in self.partitioned.items():
                 partitioned[op_id], tuples, size = op.results(self.spark, spread, batch_id, ends)
                 self.transfers.add(tuples, size)  # into the partitions' DuckDBs
+        if spread is not None:
             spread.unpersist()
         with self._releasing:
             self.store.arrived(self.query, batch_id, first_ts, frontiers, self.results)
@@ -483,6 +496,16 @@ class Mig:
         stats = stream_summary(relation_rows(everything, STREAM), judge.schema.time_column)
         return Gathered(everything, stats["tuples"], stats["latest"], stats["first"],
                         quarantined, verdict.high_water)
+
+    def _partials(self, spread: DataFrame, pane: PaneTable, rid: str) -> pa.Table:
+        """A split aggregate's partials per (group, pane) of the batch's admitted rows of
+        ``rid``, computed by Spark in the executors: the rows stay there, the partials cross."""
+        rows = spread.where(F.col(rid).isNotNull()).select(f"{rid}.*")
+        if rid in self.taken:  # rows before taken_until are in the partials taken over
+            since = (self.taken_until - EPOCH) // timedelta(microseconds=1)
+            rows = rows.where(F.unix_micros(pane.source.time_column) >= since)
+        # In the batch's own session (foreachBatch's), which holds the view of ``rows``.
+        return naive(rows.sparkSession.sql(pane.spark_sql, rows=rows).toArrow())
 
     def _read(self, judge: FileReferences) -> Gathered:
         """The micro-batch's files read by DuckDB, on the connection that appends them (the

@@ -34,7 +34,7 @@ errors = Console(stderr=True)
 
 ENGINE_STYLE = {"spark": "bold dark_orange", "duckdb": "bold yellow",
                 "duckdb-partitioned": "bold green"}
-SHORT_ENGINE = {"spark": "s", "duckdb": "d", "duckdb-partitioned": "p"}  # verify's lines
+SHORT_ENGINE = {"spark": "s", "duckdb": "d", "duckdb-partitioned": "p", "split": "x"}  # verify's
 
 # Arguments the commands share.
 Query = Annotated[str, typer.Argument(
@@ -43,7 +43,7 @@ Catalog = Annotated[str | None, typer.Option(
     help="Catalog TOML (default: catalog.toml beside the query).")]
 Profile = Annotated[str | None, typer.Option(
     help="Calibration profile TOML (default: calibrated, else shipped).")]
-Placement = Annotated[str, typer.Option(help="auto | spark | duckdb | duckdb-partitioned | op=engine,... (pins operators).")]
+Placement = Annotated[str, typer.Option(help="auto | spark | duckdb | duckdb-partitioned | op=engine,... (pins operators; an aggregate may be split).")]
 Lateness = Annotated[float | None, typer.Option(
     min=0.0, help="Allowed lateness L, seconds: later readings go to the quarantine; windows "
     "are evaluated L after their end (default: the catalog's, 5 s for queries/).")]
@@ -487,7 +487,8 @@ def _short(path: Path) -> str:
 def render(result: Explanation) -> None:
     o = result.optimization
     plan, logical = o.plan, o.logical
-    by_member = {m: op for op in plan.operators for m in op.members}
+    by_member = {m: op for op in plan.operators for m in op.members if op.kind != "partial-aggregate"}
+    partials = {op.members[0]: op for op in plan.operators if op.kind == "partial-aggregate"}
     engine_tag = {e: f"[{s}]{e}[/]" for e, s in ENGINE_STYLE.items()}
 
     def label(node: Node) -> str:
@@ -497,6 +498,9 @@ def render(result: Explanation) -> None:
         text = f"{logical.ids[node]}  {escape(node.describe())}  {engine_tag[op.engine]}"
         if op.kind != "db-op":
             text += f"  λin {_fmt(op.lambda_in)}  λout {_fmt(op.lambda_out)}  u {op.u:.4f}"
+        if (partial := partials.get(logical.ids[node])) is not None:
+            text += (f"  (split: its partials per pane in {engine_tag['spark']}'s executors  "
+                     f"λin {_fmt(partial.lambda_in)}  u {partial.u:.4f})")
         return text
 
     def grow(branch: Tree, node: Node, fragment: str | None) -> None:

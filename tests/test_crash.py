@@ -189,14 +189,16 @@ def test_a_killed_microbatch_run_resumes_exactly_once(tmp_path, landing, reliabi
 
 
 # The by-reference gateway (Spark's file source plans each batch, DuckDB reads its files), the
-# native gateway (Spark's own Parquet and text sources, rows judged by the MIG) and
+# native gateway (Spark's own Parquet and text sources, rows judged by the MIG),
 # duckdb-partitioned (rowstream/partitioned.py: the partitions append, evaluate and purge in
 # the batch's job; a replay replaces their rows, a recovered batch is evaluated again in them)
-# under the same protocol.
+# and a split aggregate (Spark's partials, which a replay replaces) under the same protocol.
 BY_REFERENCE_POINTS = ["file-read", "committed-unread", "arrival", "spark-committed",
                        "duckdb-write"]
 NATIVE_POINTS = ["file-read", "spark-committed", "duckdb-write"]
 PARTITIONED_POINTS = ["arrival", "spark-committed", "duckdb-write"]
+# A split aggregate's partials are appended with the batch's other rows, before its arrival.
+SPLIT_POINTS = ["arrival", "duckdb-write"]
 
 
 # Each gateway once, each format once, and each placement where the rows are judged (the
@@ -204,7 +206,8 @@ PARTITIONED_POINTS = ["arrival", "spark-committed", "duckdb-write"]
 @pytest.mark.parametrize("file_format, placement, gateway, points", [
     ("parquet", "duckdb", "reference", BY_REFERENCE_POINTS),
     ("csv", "select_1=spark,aggregate_1=duckdb,aggregate_2=duckdb", "native", NATIVE_POINTS),
-    ("parquet", "duckdb-partitioned", "native", PARTITIONED_POINTS)])
+    ("parquet", "duckdb-partitioned", "native", PARTITIONED_POINTS),
+    ("parquet", "select_1=spark,aggregate_1=split,aggregate_2=duckdb", "native", SPLIT_POINTS)])
 def test_a_run_from_files_killed_at_its_crash_points_resumes_exactly_once(
         tmp_path, reliability, file_format, placement, gateway, points):
     landing = STREAM.write_files(tmp_path / "landing", DURATION, FILE_SECONDS,
