@@ -1,18 +1,20 @@
 """Scaling: Q1, Q3 and Q5 on a Spark standalone cluster of 1 and of 2 workers on this machine
-(``benchmarking/cluster.py``), under pure-Spark, pure-DuckDB, duckdb-partitioned and the
-optimiser's plan; then a projection to N machines from the calibrated cost model.
+(``benchmarking/cluster.py``), under pure-Spark, pure-DuckDB (by reference where the profile
+prices it), duckdb-partitioned, split (``--placement split``: the aggregates' partials in
+Spark's executors, their merge in the driver's DuckDB) and the optimiser's plan; then a
+projection to N machines from the calibrated cost model.
 
     .venv/bin/python bench/scaling.py [--workers 1,2] [--queries q1,q3,q5]
-        [--placements spark,duckdb,duckdb-partitioned,auto] [--from q1[:placement]=100000 ...]
-        [--profile P] [--resume]
+        [--placements spark,duckdb,duckdb-partitioned,split,auto] [--from q1[:placement]=100000 ...]
+        [--profile P] [--resume] [--out scaling]
     .venv/bin/python bench/scaling.py --project [--profile P]     # the projection alone
 
 Each worker has one core and its own executor; the driver runs in this process's child, as a
 user's would. Every plan's maximum sustainable rate is searched to within 10 %
 (``benchmarking.bench.next_rate``), one step of each placement in turn, so that the ratios at one
 worker count are measured in one run; capacity is measured as ``tandem bench`` measures it
-(``benchmarking.measure.capacity``, Parquet files read by Spark's own source). Writes
-bench/results/scaling.json and .md after every step; ``--resume`` goes on from them.
+(``benchmarking.measure.capacity``, Parquet files landed before the clock starts). Writes
+bench/results/<out>.json and .md after every step; ``--resume`` goes on from them.
 
 The projection (``project``) takes the profile's unit costs as this machine's and assumes N
 machines of the same kind, each running one executor with as many cores as this one: the
@@ -41,18 +43,18 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarking.bench import _warmup, next_rate  # noqa: E402
-from optimizer.cost import PARTITIONED  # noqa: E402
+from optimizer.cost import PARTITIONED, SPLIT  # noqa: E402
 from optimizer.errors import TandemError  # noqa: E402
 from optimizer.profile import Profile, load_profile  # noqa: E402
 from runtime.explain import explain  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
-PLACEMENTS = ("spark", "duckdb", PARTITIONED, "auto")
+PLACEMENTS = ("spark", "duckdb", PARTITIONED, SPLIT, "auto")
 MEASURE = 10.0  # event seconds measured per capacity
 MACHINES = (1, 2, 4, 8, 16)
 # Unit-cost functions whose work Spark's executors do (the projection's assumption).
 SPREAD = {"spark": ("source", "source_csv", "select", "project", "aggregate", "holistic",
-                    "join"),
+                    "join", "partial"),
           PARTITIONED: ("exchange",)}
 
 
@@ -187,20 +189,25 @@ def project(queries: list[str], placements: list[str], profile: Profile) -> dict
     return table
 
 
+OUT = "scaling"  # bench/results/<OUT>.json and .md (``--out``)
+
+
 def write(results: dict) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "scaling.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
+    (RESULTS / f"{OUT}.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
     lines = ["# Scaling: a Spark standalone cluster of 1 and 2 workers on this machine", "",
+             f"`{results.get('command', '')}`", "",
              f"Written {results.get('written', '')} by `bench/scaling.py`; profile "
              f"`{results.get('profile')}`. Maximum sustainable rate, tuples/s (largest kept up "
              "with; smallest fallen behind at in brackets; none: a fixed cost per 1-second "
              "micro-batch above a second, `fixed_cost`).", ""]
     for workers, by_query in sorted((k, v) for k, v in results.items() if k.isdigit()):
-        lines += [f"## {workers} worker(s)", "", "| query | " + " | ".join(PLACEMENTS) + " |",
-                  "|---|" + "---:|" * len(PLACEMENTS)]
+        shown = [p for p in PLACEMENTS if any(p in b for b in by_query.values())]
+        lines += [f"## {workers} worker(s)", "", "| query | " + " | ".join(shown) + " |",
+                  "|---|" + "---:|" * len(shown)]
         for query, by_placement in by_query.items():
             cells = []
-            for placement in PLACEMENTS:
+            for placement in shown:
                 runs = by_placement.get(placement, [])
                 kept = [r["rate"] for r in runs if r.get("capacity", 0) >= r["rate"]]
                 behind = [r["rate"] for r in runs if "capacity" in r and r["capacity"] < r["rate"]]
@@ -223,7 +230,7 @@ def write(results: dict) -> None:
             for placement, by_n in by_placement.items():
                 lines.append(f"| {query.upper()} | {placement} | "
                              + " | ".join(f"{by_n[str(n)]:,.0f}" for n in MACHINES) + " |")
-    (RESULTS / "scaling.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / f"{OUT}.md").write_text("\n".join(lines) + "\n")
 
 
 def main() -> None:
@@ -236,6 +243,7 @@ def main() -> None:
                              "cost model's maximum on one machine)")
     parser.add_argument("--profile")
     parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--out", default=OUT, help="bench/results/<out>.json and .md")
     parser.add_argument("--project", action="store_true", help="the projection alone")
     parser.add_argument("--child", nargs=3, metavar=("QUERY", "PLACEMENT", "RATE"),
                         help=argparse.SUPPRESS)
@@ -247,11 +255,14 @@ def main() -> None:
         query, placement, rate = args.child
         print(json.dumps(measure(query, placement, float(rate), args.profile), default=str))
         return
+    global OUT
+    OUT = args.out
     queries, placements = args.queries.split(","), args.placements.split(",")
-    path = RESULTS / "scaling.json"
+    path = RESULTS / f"{OUT}.json"
     results = json.loads(path.read_text()) if args.resume and path.exists() else {}
     profile = load_profile(args.profile)
     results["written"] = dt.date.today().isoformat()
+    results["command"] = " ".join([".venv/bin/python bench/scaling.py", *sys.argv[1:]])
     if not args.project:
         results["profile"] = profile.source
         start = {q: float(r) for q, r in (s.split("=") for s in args.start)}

@@ -16,8 +16,10 @@ Six groups of micro-benchmarks, each on the real engines:
 * **the MIG's pipeline**: how much of the smaller of its two sides (Spark's job, DuckDB's
   evaluation thread) the larger hides, σ of ``cost.Objective.load``, from the capacity of
   pure-DuckDB plans whose sides weigh alike;
-* **duckdb-partitioned**, last: the exchange into the executors' DuckDBs, from the capacity of
-  Q1's shape placed there, and the parallelism (Spark's default) it divides their work by.
+* **duckdb-partitioned**: the exchange into the executors' DuckDBs, from the capacity of
+  Q1's shape placed there, and the parallelism (Spark's default) it divides their work by;
+* **split aggregates**, last: Spark's partials per pane in the executors, from the capacity of
+  a windowed SUM split across the engines.
 
 Every unit-cost function is linear in its coefficients (Eq. 6.4 with the model's c), so a
 coefficient's share of a measurement is what the cost model predicts with that coefficient
@@ -311,6 +313,8 @@ def calibrate(out: str | Path = settings.CALIBRATED_PROFILE, *,
     say("duckdb-partitioned: Q1's shape in the executors' DuckDBs at three rates")
     model.parallelism = spark.sparkContext.defaultParallelism
     fits.update(_partitioned(model))
+    say("split aggregates: Spark's partials per pane of a windowed SUM at three rates")
+    fits["spark", "partial"] = _split(model)
     say(f"writing {out}")
     profile = replace(model.profile(model.values, f"calibrated on {platform.node()} "
                                     f"{time.strftime('%Y-%m-%d %H:%M')}"), overlap=overlap)
@@ -467,6 +471,19 @@ def _partitioned(model: _Model) -> dict[tuple[str, str], Fitted]:
     return {(engine, "exchange"): model.fit((engine, "exchange"), ["per_tuple", "per_call"], rows),
             (engine, "collect"): Fitted({(engine, "collect", "per_tuple"):
                                          model.values[engine, "collect", "per_tuple"]}, 0.0, 0)}
+
+
+def _split(model: _Model) -> Fitted:
+    """A split aggregate's Spark side (per tuple and per batch), from the capacity of a
+    1-minute windowed SUM whose partials Spark computes, once DuckDB's moves in and merges are
+    fitted: the executors judge the rows, aggregate them per (group, pane) and the driver
+    collects the partials."""
+    sql, placement = _aggregate("SUM", 60, "WHERE property = 1"), "select_1=spark,aggregate_1=split"
+    rows = []
+    for rate in (20_000, 100_000, 300_000):
+        measured, _ = _measured_load(model, sql, rate, 60, placement)
+        rows.append((measured, lambda v, rate=rate: model.utilization(sql, rate, placement, v)))
+    return model.fit(("spark", "partial"), ["per_tuple", "per_call"], rows)
 
 
 def _overlap(model: _Model) -> tuple[float, Fitted]:

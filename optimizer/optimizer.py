@@ -13,10 +13,18 @@ import time
 from dataclasses import dataclass
 
 from optimizer.catalog import Catalog
-from optimizer.cost import PARTITIONED, SPLIT, CostModel, Objective
+from optimizer.cost import DUCKDB, PARTITIONED, SPARK, SPLIT, CostModel, Objective
 from optimizer.errors import TandemError
 from optimizer.frontend import parse_query
-from optimizer.logical import LogicalPlan, r2r_operators, windows
+from optimizer.logical import (
+    LogicalPlan,
+    Project,
+    Select,
+    is_r2r,
+    post_order,
+    r2r_operators,
+    windows,
+)
 from optimizer.partitioning import partitionable, splittable
 from optimizer.phase_one import phase_one
 from optimizer.phase_two import ENGINES, allowed_engines, exhaustive, search
@@ -58,14 +66,13 @@ class Optimization:
 
 
 def parse_placement(spec: str, plan: LogicalPlan) -> dict[str, str]:
-    """``auto``, ``spark``, ``duckdb``, ``duckdb-partitioned`` or ``op=engine,...`` as operator
-    pins (``split`` for an aggregate only)."""
+    """``auto``, ``spark``, ``duckdb``, ``duckdb-partitioned``, ``split`` or ``op=engine,...`` as
+    operator pins (``split`` for an aggregate: ``split_placement``)."""
     spec = spec.strip().lower()
     if spec in ("", "auto"):
         return {}
     if spec == SPLIT:
-        raise TandemError(f"--placement: {SPLIT} places an aggregate (aggregate_1={SPLIT}), not "
-                          "a whole plan")
+        return split_placement(plan)
     if spec in ENGINES:
         return parse_placement(",".join(f"{plan.ids[op]}={spec}" for op in plan.operators), plan)
     pins = {}
@@ -86,6 +93,21 @@ def parse_placement(spec: str, plan: LogicalPlan) -> dict[str, str]:
                               "COUNT, SUM, AVG, MIN or MAX over a stream's window, whose size "
                               "is a whole number of slides, has partials per pane")
         pins[op] = engine
+    return pins
+
+
+def split_placement(plan: LogicalPlan) -> dict[str, str]:
+    """``--placement split``: every aggregate that can be split split, Spark's selections and
+    projections below it in Spark, the rest in the driver's DuckDB."""
+    pins = {plan.ids[op]: DUCKDB for op in plan.operators}
+    for op in plan.operators:
+        if splittable(op) and all(isinstance(n, Select | Project)
+                                  for n in post_order(op.input) if is_r2r(n)):
+            pins[plan.ids[op]] = SPLIT
+            pins.update({plan.ids[n]: SPARK for n in post_order(op.input) if is_r2r(n)})
+    if SPLIT not in pins.values():
+        raise TandemError("--placement split: no aggregate of this query can be split (COUNT, "
+                          "SUM, AVG, MIN or MAX over a stream's window of whole slides)")
     return pins
 
 

@@ -43,7 +43,7 @@ Catalog = Annotated[str | None, typer.Option(
     help="Catalog TOML (default: catalog.toml beside the query).")]
 Profile = Annotated[str | None, typer.Option(
     help="Calibration profile TOML (default: calibrated, else shipped).")]
-Placement = Annotated[str, typer.Option(help="auto | spark | duckdb | duckdb-partitioned | op=engine,... (pins operators; an aggregate may be split).")]
+Placement = Annotated[str, typer.Option(help="auto | spark | duckdb | duckdb-partitioned | split | op=engine,... (pins operators; split: aggregates' partials in Spark, their merge in DuckDB).")]
 Lateness = Annotated[float | None, typer.Option(
     min=0.0, help="Allowed lateness L, seconds: later readings go to the quarantine; windows "
     "are evaluated L after their end (default: the catalog's, 5 s for queries/).")]
@@ -299,7 +299,7 @@ def run_command(
 @app.command("migrate")
 def migrate_command(
     query: Query,
-    to: Annotated[str, typer.Option(help="The placement to migrate to: spark | duckdb | duckdb-partitioned | op=engine,...")],
+    to: Annotated[str, typer.Option(help="The placement to migrate to: spark | duckdb | duckdb-partitioned | split | op=engine,...")],
     strategy: Annotated[str, typer.Option(help="ms: Moving State (pause, move the matched state, rebuild the rest from the open windows, resume); pt: Parallel Track (run both plans until the old one's windows hold no old tuple; output goes on). docs/adaptive.md.")] = "ms",
     store: Annotated[str | None, typer.Option(help="The DuckDB file of the run (default: tandem.duckdb in TANDEM_STATE, else .tandem).")] = None,
     catalog: Catalog = None,

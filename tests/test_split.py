@@ -53,7 +53,6 @@ def test_the_partials_are_the_same_query_in_each_dialect(catalog, profile):
 @pytest.mark.parametrize("placement, why", [
     ("select_1=duckdb,aggregate_1=split,aggregate_2=duckdb", "not those"),  # rows in DuckDB
     ("select_1=spark,aggregate_1=spark,aggregate_2=split", "cannot be split"),  # windowed rows
-    ("split", "places an aggregate"),
 ])
 def test_what_cannot_be_split_is_refused_in_one_line(catalog, profile, placement, why):
     with pytest.raises(TandemError, match=why) as err:
@@ -70,3 +69,16 @@ def test_a_profile_without_spark_partials_never_splits(catalog, profile):
         result = optimize(query_sql("q5"), catalog, older, rate, exhaustive_check=True)
         assert SPLIT not in result.plan.placement.values()
         assert result.plan.placement == result.exhaustive_placement
+
+
+def test_placement_split_splits_what_it_can_and_keeps_the_rest_in_duckdb(catalog, profile):
+    # Q3: both aggregates split, each over Spark's selection; their join in the driver's DuckDB.
+    plan = optimize(query_sql("q3"), catalog, profile, placement="split").plan
+    assert plan.placement == {"select_1": SPARK, "aggregate_1": SPLIT, "select_2": SPARK,
+                              "aggregate_2": SPLIT, "join_1": "duckdb", "project_1": "duckdb"}
+    holistic = ("SELECT plug_id, window_end, MEDIAN(value) AS m "
+                "FROM HOP(plugs, ts, INTERVAL '1' SECOND, INTERVAL '10' SECOND) "
+                "GROUP BY plug_id, window_end")
+    with pytest.raises(TandemError, match="no aggregate of this query can be split"):
+        optimize(holistic, catalog, profile, placement="split")
+
