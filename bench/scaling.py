@@ -234,6 +234,7 @@ def write(results: dict) -> None:
 
 
 def main() -> None:
+    global OUT
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", default="1,2")
     parser.add_argument("--queries", default="q1,q3,q5")
@@ -255,7 +256,6 @@ def main() -> None:
         query, placement, rate = args.child
         print(json.dumps(measure(query, placement, float(rate), args.profile), default=str))
         return
-    global OUT
     OUT = args.out
     queries, placements = args.queries.split(","), args.placements.split(",")
     path = RESULTS / f"{OUT}.json"
