@@ -6,7 +6,7 @@ projection to N machines from the calibrated cost model.
 
     .venv/bin/python bench/scaling.py [--workers 1,2] [--queries q1,q3,q5]
         [--placements spark,duckdb,duckdb-partitioned,split,auto] [--from q1[:placement]=100000 ...]
-        [--profile P] [--resume] [--out scaling]
+        [--profile P] [--resume] [--out scaling] [--no-project]
     .venv/bin/python bench/scaling.py --project [--profile P]     # the projection alone
 
 Each worker has one core and its own executor; the driver runs in this process's child, as a
@@ -196,7 +196,8 @@ def write(results: dict) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{OUT}.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
     lines = ["# Scaling: a Spark standalone cluster of 1 and 2 workers on this machine", "",
-             f"`{results.get('command', '')}`", "",
+             *(f"`{c}`" + ("  " if n < len(results.get("commands", [])) else "")
+               for n, c in enumerate(results.get("commands", []), 1)), "",
              f"Written {results.get('written', '')} by `bench/scaling.py`; profile "
              f"`{results.get('profile')}`. Maximum sustainable rate, tuples/s (largest kept up "
              "with; smallest fallen behind at in brackets; none: a fixed cost per 1-second "
@@ -246,6 +247,7 @@ def main() -> None:
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--out", default=OUT, help="bench/results/<out>.json and .md")
     parser.add_argument("--project", action="store_true", help="the projection alone")
+    parser.add_argument("--no-project", action="store_true", help="no projection")
     parser.add_argument("--child", nargs=3, metavar=("QUERY", "PLACEMENT", "RATE"),
                         help=argparse.SUPPRESS)
     parser.add_argument("--master", help=argparse.SUPPRESS)
@@ -262,14 +264,18 @@ def main() -> None:
     results = json.loads(path.read_text()) if args.resume and path.exists() else {}
     profile = load_profile(args.profile)
     results["written"] = dt.date.today().isoformat()
-    results["command"] = " ".join([".venv/bin/python bench/scaling.py", *sys.argv[1:]])
+    results.setdefault("commands", []).append(
+        " ".join([".venv/bin/python bench/scaling.py", *sys.argv[1:]]))
     if not args.project:
         results["profile"] = profile.source
         start = {q: float(r) for q, r in (s.split("=") for s in args.start)}
         for workers in map(int, args.workers.split(",")):
             search(workers, queries, placements, start, args.profile, results)
-    results["projection"] = project(queries, placements, profile)
-    results["projection_profile"] = profile.source
+    if args.no_project:  # an uncalibrated profile's projection says nothing
+        results.pop("projection", None)
+    else:
+        results["projection"] = project(queries, placements, profile)
+        results["projection_profile"] = profile.source
     write(results)
 
 

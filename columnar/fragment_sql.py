@@ -22,7 +22,10 @@ from partial aggregates per (group, pane) that the store appends with the rows
 the pane, instead of scanning every row of the window. Where a window holds ``STACKED_FROM``
 panes or more, the store keeps the partials of final panes in two stacks
 (``columnar/stacks.py``), and a window_end merges two rows per group, a prefix and a suffix,
-whatever W/β. Where W is not a multiple of β, rows are expanded by their timestamps.
+whatever W/β. Where W is not a multiple of β, rows are expanded by their timestamps. For a
+split aggregate (``optimizer/cost.py``, SPLIT) the partials are the same query in Spark's
+dialect (``PaneTable.spark_sql``), which Spark runs in its executors over each micro-batch's
+rows; the store appends the partials it collects, and the merge is unchanged.
 
 **Correlated aggregates.** An aggregate over the join of a window's rows with another relation
 of the same window (Q1: the readings above 90 % of their plug's maximum in the window) cannot
@@ -249,9 +252,10 @@ def _stream_below(node: Node, members: frozenset[Node]) -> Node | None:
 
 
 def _pane_table(node: Node, members: frozenset[Node], plan: LogicalPlan,
-                split_: bool = False) -> PaneTable | None:
+                in_spark: bool = False) -> PaneTable | None:
     """The partial aggregates per pane that compute ``node``, if it is an aggregate that they
-    can compute (module docstring); ``split_``: Spark computes them (``PaneTable.spark_sql``)."""
+    can compute (module docstring); ``in_spark``: Spark computes them (a split aggregate,
+    ``PaneTable.spark_sql``)."""
     if not isinstance(node, Aggregate) or any(a.func not in PARTIALS for a in node.aggregates):
         return None
     stream = _stream_below(node.inputs[0], members)
@@ -286,7 +290,7 @@ def _pane_table(node: Node, members: frozenset[Node], plan: LogicalPlan,
                           source.window_size, None, source.slide)
     stacks = Stacks(table.table, tuple(keys), tuple(partials), source.panes_per_window,
                     source.slide_us) if source.panes_per_window >= STACKED_FROM else None
-    spark = query.sql(dialect="spark").replace(f"FROM {ROWS}", "FROM {rows}") if split_ else None
+    spark = query.sql(dialect="spark").replace(f"FROM {ROWS}", "FROM {rows}") if in_spark else None
     return PaneTable(table, source, query.sql(dialect=DUCKDB), stacks, spark)
 
 

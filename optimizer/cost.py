@@ -458,7 +458,6 @@ class CostModel:
         window = source_window(rows)
         return (window.size / window.slide).is_integer()
 
-
     def _listed(self, node: Join) -> tuple[Node, Node] | None:
         """(rows, other) when the join pairs a windowed stream's rows with a relation of the
         same window by keys, which DuckDB reads as lists of rows per (group, pane)."""

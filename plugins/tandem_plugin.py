@@ -47,6 +47,7 @@ ul.plan { border-left: none; padding-left: 0; }
 .engine-spark { background: #fde8d7; color: #a04100; }
 .engine-duckdb { background: #fff4c2; color: #6b5500; }
 .engine-duckdb-partitioned { background: #dcf5e3; color: #1c6b35; }
+.engine-split { background: linear-gradient(90deg, #fde8d7 50%, #fff4c2 50%); color: #6b3a00; }
 .engine-source { background: #e4e7eb; color: #3e4c59; }
 .costs { color: #616e7c; font-size: 0.78rem; margin-left: 8px; }
 .feasible { color: #0e7a3a; font-weight: 700; } .infeasible { color: #b42318; font-weight: 700; }

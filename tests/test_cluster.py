@@ -34,7 +34,7 @@ TOPOLOGY = dict(houses=2, households_per_house=2, plugs=6)
 # The queries' short-window variants (tests/conftest.py:short): eight files of 10 s fill and
 # slide their 20-second windows.
 RATE, DURATION, FILE_SECONDS = 3, 80, 10
-PLACEMENTS = ("spark", "duckdb", "duckdb-partitioned", "auto")
+PLACEMENTS = ("spark", "duckdb", "duckdb-partitioned", "auto", "split")
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +73,8 @@ def assert_reference_rows(store: Path, query: str, truth, catalog, profile) -> N
 
 
 # Each placement once, over Q1, Q3 and Q5: the placement decides what runs in the executors
-# (Spark's operators, the exchange, the partitions' DuckDBs), the query only which operators,
+# (Spark's operators, the exchange, the partitions' DuckDBs, a split aggregate's partials), the
+# query only which operators,
 # and the queries' placements are checked locally against the reference (tests/matrix.py).
 # A worker is killed while two of them run: Spark's stateful operators (Q1's aggregate and
 # join) restore their state from the checkpoint, and the lost executor's partitions reopen their
@@ -81,7 +82,7 @@ def assert_reference_rows(store: Path, query: str, truth, catalog, profile) -> N
 # may have appended.
 # Q1's optimised plan is of Q3's all-DuckDB class (its rows cross whole, no Spark state before
 # the MIG, DuckDB at the root): `make test` runs one of them, `make test-matrices` both.
-PLACED = reduced(list(zip(("q1", "q3", "q5", "q1"), PLACEMENTS, strict=True)))
+PLACED = reduced(list(zip(("q1", "q3", "q5", "q1", "q3"), PLACEMENTS, strict=True)))
 KILLED = (("q1", "spark"), ("q5", "duckdb-partitioned"))
 # The library's run, as `tandem run` calls it, for each of a list of specs in turn.
 RUNS = ("import json, sys; from runtime.run import run; from runtime.spec import RunSpec; "
