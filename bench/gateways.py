@@ -6,12 +6,14 @@ gateway), and by the same MIG fed the files in a loop with no Spark at all
 (``benchmarking.measure.duckdb_alone``, the limit); optionally the same from CSV files.
 
     .venv/bin/python bench/gateways.py [q1 q5] [--rate 1000000] [--rounds 1] [--csv]
-        [--placement duckdb] [--profile P]
+        [--placement duckdb] [--profile P] [--systems parquet-reference,duckdb-alone]
+        [--name gateways]
 
 The rate is offered above what the crossings sustain, so that each capacity (tuples over wall
 seconds) is what the crossing reaches, not the rate. The systems run in turn, each round in the
-reverse order of the one before. Writes bench/results/<date>/gateways.json and .md, and each
-query's limit into bench/results/bench.json as ``limits.duckdb.<query>``.
+reverse order of the one before. Writes bench/results/<date>/<name>.json and .md (``--name``,
+default gateways), and each query's limit into bench/results/bench.json as
+``limits.duckdb.<query>``.
 """
 
 from __future__ import annotations
@@ -48,10 +50,19 @@ def main() -> None:
     parser.add_argument("--placement", default="duckdb")
     parser.add_argument("--csv", action="store_true", help="also CSV landings")
     parser.add_argument("--profile", help="calibration profile (default: the shipped one)")
+    parser.add_argument("--systems", help="a comma-separated subset of the systems compared")
+    parser.add_argument("--name", default="gateways",
+                        help="bench/results/<date>/<name>.json and .md")
     args = parser.parse_args()
     out = RESULTS / dt.date.today().isoformat()
     out.mkdir(parents=True, exist_ok=True)
     compared = systems(args.csv)
+    if args.systems:
+        unknown = set(args.systems.split(",")) - set(compared)
+        if unknown:
+            parser.error(f"--systems: no {', '.join(sorted(unknown))} (systems: "
+                         f"{', '.join(compared)})")
+        compared = {n: a for n, a in compared.items() if n in args.systems.split(",")}
     runs = []
     for query in args.queries:
         plan = explain(query, rate=args.rate, profile=args.profile, placement=args.placement)
@@ -68,8 +79,8 @@ def main() -> None:
                              "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")})
                 print(json.dumps(runs[-1]), flush=True)
     setting = {"rate": args.rate, "placement": args.placement, "profile": args.profile}
-    (out / "gateways.json").write_text(json.dumps(setting | {"runs": runs}, indent=1) + "\n")
-    (out / "gateways.md").write_text(report(runs, compared, args))
+    (out / f"{args.name}.json").write_text(json.dumps(setting | {"runs": runs}, indent=1) + "\n")
+    (out / f"{args.name}.md").write_text(report(runs, compared, args))
     bench = RESULTS / "bench.json"
     merged = json.loads(bench.read_text()) if bench.exists() else {}
     limits = merged.setdefault("limits", {}).setdefault("duckdb", {})
@@ -84,10 +95,17 @@ def _median(runs: list[dict], query: str, system: str) -> float:
                              if r["query"] == query and r["system"] == system)
 
 
+def _ratio(runs: list[dict], query: str, a: str, b: str) -> str:
+    """The median of ``a`` over ``b``'s, where both ran."""
+    ran = {r["system"] for r in runs if r["query"] == query}
+    return f"{_median(runs, query, a) / _median(runs, query, b):.2f}x" if {a, b} <= ran else "–"
+
+
 def _command(runs: list[dict], args) -> str:
     return (f".venv/bin/python bench/gateways.py {' '.join(dict.fromkeys(r['query'] for r in runs))}"
             f" --rate {args.rate:.0f} --rounds {args.rounds} --placement {args.placement}"
-            + (" --csv" if args.csv else "") + (f" --profile {args.profile}" if args.profile else ""))
+            + (" --csv" if args.csv else "") + (f" --profile {args.profile}" if args.profile else "")
+            + (f" --systems {args.systems}" if args.systems else ""))
 
 
 def report(runs: list[dict], compared: dict, args) -> str:
@@ -106,9 +124,8 @@ def report(runs: list[dict], compared: dict, args) -> str:
             cells.append(", ".join(f"{f:,}" for f in figures)
                          + (f" (median {statistics.median(figures):,.0f})" if len(figures) > 1
                             else ""))
-        reference = _median(runs, query, "parquet-reference")
-        ratios = (f"{reference / _median(runs, query, 'parquet-native'):.2f}x",
-                  f"{_median(runs, query, LIMIT) / reference:.2f}x")
+        ratios = (_ratio(runs, query, "parquet-reference", "parquet-native"),
+                  _ratio(runs, query, LIMIT, "parquet-reference"))
         lines.append(f"| {query} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
     return "\n".join(lines) + "\n"
 
