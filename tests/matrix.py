@@ -4,9 +4,9 @@ A placement's class is what decides which code runs it (docs/design.md, Contract
 
 * the gateway: the rows cross whole to the driver, or a DB-op runs on duckdb-partitioned inside
   Spark's executors, or Spark aggregates them there for a split aggregate, or, where every
-  operator over the stream runs in the driver's DuckDB, no row crosses and DuckDB reads a landing directory's files by reference (over a landing
-  directory the plan's Spark state also picks Spark's own file source or the Python source, so
-  the class below decides it too);
+  operator over the stream runs in the driver's DuckDB, no row crosses and DuckDB reads a
+  landing directory's files by reference (over a landing directory the plan's Spark state also
+  picks Spark's own file source or the Python source, so the class below decides it too);
 * whether Spark keeps window state before the MIG (a stateful Spark operator below a crossing);
 * the engine of the root: Spark, the driver's DuckDB or DuckDB in the executors.
 
