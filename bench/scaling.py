@@ -69,7 +69,7 @@ def measure(query: str, placement: str, rate: float, profile: str | None) -> dic
 
 
 def search(workers: int, queries: list[str], placements: list[str], start: dict[str, float],
-           profile: str | None, results: dict) -> None:
+           profile: str | None, results: dict, out: str) -> None:
     """Every (query, placement)'s maximum on a cluster of ``workers`` workers, one step of each
     in turn; each step in a process of its own bound to the cluster's master. A search starts
     at ``start[query:placement]``, else at ``start[query]``, else where the cost model puts the
@@ -99,7 +99,7 @@ def search(workers: int, queries: list[str], placements: list[str], start: dict[
                       flush=True)
                 tried[query][placement].append(_child(cluster.url, query, placement, rate,
                                                       profile))
-                write(results)
+                write(results, out)
 
 
 def _history(runs: list[dict]) -> list[tuple[float, float, bool]]:
@@ -189,12 +189,10 @@ def project(queries: list[str], placements: list[str], profile: Profile) -> dict
     return table
 
 
-OUT = "scaling"  # bench/results/<OUT>.json and .md (``--out``)
-
-
-def write(results: dict) -> None:
+def write(results: dict, out: str) -> None:
+    """bench/results/<out>.json and .md (``--out``)."""
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{OUT}.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
+    (RESULTS / f"{out}.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
     lines = ["# Scaling: a Spark standalone cluster of 1 and 2 workers on this machine", "",
              *(f"`{c}`" + ("  " if n < len(results.get("commands", [])) else "")
                for n, c in enumerate(results.get("commands", []), 1)), "",
@@ -231,11 +229,10 @@ def write(results: dict) -> None:
             for placement, by_n in by_placement.items():
                 lines.append(f"| {query.upper()} | {placement} | "
                              + " | ".join(f"{by_n[str(n)]:,.0f}" for n in MACHINES) + " |")
-    (RESULTS / f"{OUT}.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / f"{out}.md").write_text("\n".join(lines) + "\n")
 
 
 def main() -> None:
-    global OUT
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", default="1,2")
     parser.add_argument("--queries", default="q1,q3,q5")
@@ -245,7 +242,7 @@ def main() -> None:
                              "cost model's maximum on one machine)")
     parser.add_argument("--profile")
     parser.add_argument("--resume", action="store_true")
-    parser.add_argument("--out", default=OUT, help="bench/results/<out>.json and .md")
+    parser.add_argument("--out", default="scaling", help="bench/results/<out>.json and .md")
     parser.add_argument("--project", action="store_true", help="the projection alone")
     parser.add_argument("--no-project", action="store_true", help="no projection")
     parser.add_argument("--child", nargs=3, metavar=("QUERY", "PLACEMENT", "RATE"),
@@ -258,9 +255,8 @@ def main() -> None:
         query, placement, rate = args.child
         print(json.dumps(measure(query, placement, float(rate), args.profile), default=str))
         return
-    OUT = args.out
     queries, placements = args.queries.split(","), args.placements.split(",")
-    path = RESULTS / f"{OUT}.json"
+    path = RESULTS / f"{args.out}.json"
     results = json.loads(path.read_text()) if args.resume and path.exists() else {}
     profile = load_profile(args.profile)
     results["written"] = dt.date.today().isoformat()
@@ -270,13 +266,13 @@ def main() -> None:
         results["profile"] = profile.source
         start = {q: float(r) for q, r in (s.split("=") for s in args.start)}
         for workers in map(int, args.workers.split(",")):
-            search(workers, queries, placements, start, args.profile, results)
+            search(workers, queries, placements, start, args.profile, results, args.out)
     if args.no_project:  # an uncalibrated profile's projection says nothing
         results.pop("projection", None)
     else:
         results["projection"] = project(queries, placements, profile)
         results["projection_profile"] = profile.source
-    write(results)
+    write(results, args.out)
 
 
 if __name__ == "__main__":

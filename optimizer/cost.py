@@ -60,11 +60,16 @@ def fragment_engine(engine: str) -> str:
     return DUCKDB if engine == SPLIT else engine
 
 
+def whole_panes(rows: Node) -> bool:
+    """Is the window of ``rows`` a whole number of slides (panes)?"""
+    window = source_window(rows)
+    return (window.size / window.slide).is_integer()
+
+
 def by_panes(node: Aggregate) -> bool:
     """Does DuckDB combine ``node`` from partial aggregates per pane (``fragment_sql``)? Then
     Spark may compute those partials (``SPLIT``)."""
-    window = source_window(node.input)
-    return (not node.input.instantiated and (window.size / window.slide).is_integer()
+    return (not node.input.instantiated and whole_panes(node.input)
             and all(a.func in DECOMPOSABLE for a in node.aggregates))
 
 
@@ -453,16 +458,11 @@ class CostModel:
             return 0.0
         return self.stats[rows].lambda_out * self._c(DUCKDB, "panes", "per_tuple")
 
-    @staticmethod
-    def _whole_panes(rows: Node) -> bool:
-        window = source_window(rows)
-        return (window.size / window.slide).is_integer()
-
     def _listed(self, node: Join) -> tuple[Node, Node] | None:
         """(rows, other) when the join pairs a windowed stream's rows with a relation of the
         same window by keys, which DuckDB reads as lists of rows per (group, pane)."""
         sides = [s for s in (node.left, node.right) if not s.instantiated]
-        if not node.keys or len(sides) != 1 or not self._whole_panes(sides[0]):
+        if not node.keys or len(sides) != 1 or not whole_panes(sides[0]):
             return None
         return (node.left, node.right) if sides[0] is node.left else (node.right, node.left)
 

@@ -100,11 +100,11 @@ def split_placement(plan: LogicalPlan) -> dict[str, str]:
     """``--placement split``: every aggregate that can be split split, Spark's selections and
     projections below it in Spark, the rest in the driver's DuckDB."""
     pins = {plan.ids[op]: DUCKDB for op in plan.operators}
-    for op in plan.operators:
-        if splittable(op) and all(isinstance(n, Select | Project)
-                                  for n in post_order(op.input) if is_r2r(n)):
+    for op in filter(splittable, plan.operators):
+        below = [n for n in post_order(op.input) if is_r2r(n)]
+        if all(isinstance(n, Select | Project) for n in below):
             pins[plan.ids[op]] = SPLIT
-            pins.update({plan.ids[n]: SPARK for n in post_order(op.input) if is_r2r(n)})
+            pins.update({plan.ids[n]: SPARK for n in below})
     if SPLIT not in pins.values():
         raise TandemError("--placement split: no aggregate of this query can be split (COUNT, "
                           "SUM, AVG, MIN or MAX over a stream's window of whole slides)")

@@ -51,7 +51,7 @@ from optimizer.physical import plan_cost, stream_readers, uniform
 
 # Partial plans hold engine indexes: ties break towards Spark, then central DuckDB, in post-order.
 ENGINES = (SPARK, DUCKDB, PARTITIONED, SPLIT)
-IN_SPARK = ENGINES.index(SPARK)
+IN_SPARK, IN_SPLIT = ENGINES.index(SPARK), ENGINES.index(SPLIT)
 
 
 @dataclass(frozen=True)
@@ -187,23 +187,26 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
                 new.append(Partial(i, sum((p.engines for p in combo), ()) + (IN_SPARK,), closed, None))
             constructed += len(new)
             new = best_closed(new)
-        for engine in (e for e in (DUCKDB, PARTITIONED, SPLIT) if e in allowed[i]):
-            index = ENGINES.index(engine)
-            if engine == SPLIT:  # the merge reads Spark's partials, not the rows below
-                external, base = frozenset({model.partials_signature(op)}), model.partial(op)
-            else:
-                external, base = frozenset(model.signature(c) for c in op.inputs
-                                           if not is_r2r(c)), None
+        if SPLIT in allowed[i]:
+            # Spark's partials over the rows below (which must be the stream's, as Spark hands
+            # them over: optimizer/partitioning.py), and a DB-op that begins at their merge.
+            merge = Fragment(frozenset({model.partials_signature(op)}), model.db_work(op), 0.0,
+                             False, by_reference)
             for combo in itertools.product(*child_plans):
-                closed, inputs = ZERO if base is None else ZERO.add(base), external
-                work = model.db_work(op)
-                arrival = 0.0 if engine == SPLIT else model.db_arrival(op)
-                for child, p in zip(children, combo, strict=True):
-                    if engine == SPLIT:
-                        if not _stream_rows(child, p):
-                            break  # optimizer/partitioning.py
+                if all(_stream_rows(c, p) for c, p in zip(children, combo, strict=True)):
+                    closed = ZERO.add(model.partial(op))
+                    for p in combo:
                         closed = closed.combine(p.closed)
-                        continue
+                    new.append(Partial(i, sum((p.engines for p in combo), ()) + (IN_SPLIT,),
+                                       closed, merge))
+                    constructed += 1
+        for engine in (e for e in (DUCKDB, PARTITIONED) if e in allowed[i]):
+            index, external = ENGINES.index(engine), frozenset(
+                model.signature(c) for c in op.inputs if not is_r2r(c))
+            for combo in itertools.product(*child_plans):
+                closed, inputs = ZERO, external
+                work, arrival = model.db_work(op), model.db_arrival(op)
+                for child, p in zip(children, combo, strict=True):
                     if (not _feeds_partitions(child, p) if engine == PARTITIONED
                             else ENGINES[p.engines[-1]] == PARTITIONED and not child.instantiated):
                         break  # optimizer/partitioning.py

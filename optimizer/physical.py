@@ -143,14 +143,16 @@ def evaluate(plan: LogicalPlan, placement: dict[str, str], model: CostModel) -> 
     ops = [PhysicalOperator("source", "source", SPARK, (), (), rate, rate, source.u, source.memory)]
     for op in plan.operators:
         op_id = plan.ids[op]
-        if placement[op_id] in (SPARK, SPLIT):
-            c = model.dsps(op) if placement[op_id] == SPARK else model.partial(op)
-            ops.append(PhysicalOperator(
-                op_id if placement[op_id] == SPARK else partial_id(op_id),
-                op.kind if placement[op_id] == SPARK else "partial-aggregate", SPARK, (op_id,),
-                tuple(physical_input(i) for i in op.inputs),
-                sum(st[i].lambda_out for i in op.inputs),
-                st[op].lambda_out if placement[op_id] == SPARK else 0.0, c.u, c.memory))
+        lambda_in = sum(st[i].lambda_out for i in op.inputs)
+        inputs = tuple(physical_input(i) for i in op.inputs)
+        if placement[op_id] == SPARK:
+            c = model.dsps(op)
+            ops.append(PhysicalOperator(op_id, op.kind, SPARK, (op_id,), inputs, lambda_in,
+                                        st[op].lambda_out, c.u, c.memory))
+        elif placement[op_id] == SPLIT:
+            c = model.partial(op)
+            ops.append(PhysicalOperator(partial_id(op_id), PARTIAL, SPARK, (op_id,), inputs,
+                                        lambda_in, 0.0, c.u, c.memory))
         if op in fragments:  # a DB-op is listed once, at its root
             fragment = fragments[op]
             engine = fragment_engine(placement[op_id])
@@ -174,6 +176,9 @@ def evaluate(plan: LogicalPlan, placement: dict[str, str], model: CostModel) -> 
 def root_engine(plan: LogicalPlan, placement: dict[str, str]) -> str:
     """Where the result is produced; a query that only windows a stream ends in Spark."""
     return fragment_engine(placement.get(plan.ids[plan.root], SPARK))
+
+
+PARTIAL = "partial-aggregate"  # the kind of a split aggregate's Spark operator
 
 
 def partial_id(op_id: str) -> str:

@@ -270,6 +270,7 @@ class Mig:
         # The split aggregates' pane tables, each with the crossing whose rows Spark aggregates.
         sourced = {input_table(n, plan).table: rid for rid, n in self.crossings.items()}
         self.split = {p: sourced[p.source.table] for p in self.panes if p.spark_sql}
+        self.driver_panes = [p for p in self.panes if p not in self.split]  # appended here
         self._planned: dict[int, datetime | None] = {}  # batch -> last window_end it evaluates
         self.evaluator = self.store.cursor()
         self._releasing = threading.Lock()  # results go where ``release`` says, all or none
@@ -458,8 +459,7 @@ class Mig:
                     rows = rows.filter(pc.greater_equal(
                         rows.column(table.time_column),
                         pa.scalar(self.taken_until, rows.schema.field(table.time_column).type)))
-                self.store.append_input(self.query, table, rows, batch_id,
-                                        [p for p in self.panes if p not in self.split],
+                self.store.append_input(self.query, table, rows, batch_id, self.driver_panes,
                                         keep=table.table in self.kept)
         if got.read is not None:
             got.read.close(self.store.con)

@@ -25,6 +25,7 @@ from rich.tree import Tree
 from optimizer.errors import QueryError, TandemError
 from optimizer.logical import Node, Window
 from optimizer.migration import moved
+from optimizer.physical import PARTIAL
 from runtime.explain import Explanation, explain
 
 app = typer.Typer(help="Tandem: windowed SPJA continuous queries across Spark and DuckDB.",
@@ -487,8 +488,8 @@ def _short(path: Path) -> str:
 def render(result: Explanation) -> None:
     o = result.optimization
     plan, logical = o.plan, o.logical
-    by_member = {m: op for op in plan.operators for m in op.members if op.kind != "partial-aggregate"}
-    partials = {op.members[0]: op for op in plan.operators if op.kind == "partial-aggregate"}
+    by_member = {m: op for op in plan.operators for m in op.members if op.kind != PARTIAL}
+    partials = {op.members[0]: op for op in plan.operators if op.kind == PARTIAL}
     engine_tag = {e: f"[{s}]{e}[/]" for e, s in ENGINE_STYLE.items()}
 
     def label(node: Node) -> str:
