@@ -27,6 +27,7 @@ from urllib.parse import unquote, urlparse
 import polars as pl
 import pyarrow.parquet as pq
 
+from optimizer.errors import TandemError
 from rowstream.expectations import (
     FIELD_COUNT,
     input_parameters,
@@ -183,28 +184,44 @@ def typed_frame(rows: pl.DataFrame, name: str, schema: StreamSchema,
 
 
 def batch_files(checkpoint: str | Path, batch_id: int) -> list[Path]:
-    """The files Spark's file source assigned to a micro-batch, from its checkpoint (the log
-    is compacted every few batches into ``<batch>.compact``)."""
+    """The files Spark's file source gave micro-batch ``batch_id``: those its source log holds
+    after the offset of the batch before, up to the batch's own (``FileStreamSource.getBatch``).
+    The log numbers its entries itself. A run that dies after Spark logged a batch's files but
+    before it wrote the batch's offsets leaves an entry that no batch names: after the restart,
+    the batch Spark plans in its place holds that entry and the next, and the log runs one
+    ahead of the batch ids from then on."""
+    start = _offset(checkpoint, batch_id - 1)["logOffset"] if batch_id > 0 else -1
+    end = _offset(checkpoint, batch_id)["logOffset"]
+    return [path for entry in range(start + 1, end + 1) for path in logged_files(checkpoint, entry)]
+
+
+def logged_files(checkpoint: str | Path, entry: int) -> list[Path]:
+    """The files of entry ``entry`` of Spark's file source log. Every few entries the log is
+    compacted into ``<entry>.compact``, which holds every entry up to it; Spark then deletes
+    the entries it holds."""
     log = Path(checkpoint) / "sources" / "0"
-    for name in (str(batch_id), f"{batch_id}.compact"):
-        if (log / name).exists():
-            entries = [json.loads(line) for line in (log / name).read_text().splitlines()[1:]
-                       if line.strip()]
-            return [Path(unquote(urlparse(e["path"]).path)) for e in entries
-                    if e.get("batchId") == batch_id]
-    return []
+    path = log / str(entry)
+    if not path.exists():
+        compacted = sorted(n for p in log.glob("*.compact") if (n := int(p.stem)) >= entry)
+        if not compacted:
+            raise TandemError(f"Spark's checkpoint {checkpoint} has no entry {entry} in its "
+                              "file source log: it was changed by hand; start the run afresh")
+        path = log / f"{compacted[0]}.compact"
+    entries = [json.loads(line) for line in path.read_text().splitlines()[1:] if line.strip()]
+    return [Path(unquote(urlparse(e["path"]).path)) for e in entries if e["batchId"] == entry]
 
 
 def last_file_read(checkpoint: str | Path) -> str:
     """The last landing file of the checkpoint's last committed micro-batch ("" before any).
     The Python source's offset names the last file; Spark's file source (the native gateway)
-    logs the files of each batch apart."""
+    logs the files of each batch apart, the newest in the entry its offset names."""
     offset = last_offset(checkpoint)
     if offset is None:
         return ""
     if "after" in offset:
         return offset["after"]
-    return max((path.name for path in batch_files(checkpoint, offset["logOffset"])), default="")
+    return max((path.name for path in logged_files(checkpoint, offset["logOffset"])),
+               default="")
 
 
 def committed_batches(checkpoint: str | Path) -> list[int]:
@@ -214,10 +231,13 @@ def committed_batches(checkpoint: str | Path) -> list[int]:
 
 
 def last_offset(checkpoint: str | Path) -> dict | None:
-    """The source's offset after the checkpoint's last committed micro-batch. Spark's offset log
-    (``offsets/<batch>``) is a version line, the batch's metadata and one JSON line per source."""
+    """The source's offset after the checkpoint's last committed micro-batch."""
     committed = committed_batches(checkpoint)
-    if not committed:
-        return None
-    lines = (Path(checkpoint) / "offsets" / str(max(committed))).read_text().splitlines()
+    return _offset(checkpoint, max(committed)) if committed else None
+
+
+def _offset(checkpoint: str | Path, batch_id: int) -> dict:
+    """The source's offset after micro-batch ``batch_id``. Spark's offset log
+    (``offsets/<batch>``) is a version line, the batch's metadata and one JSON line per source."""
+    lines = (Path(checkpoint) / "offsets" / str(batch_id)).read_text().splitlines()
     return json.loads(lines[2])

@@ -20,7 +20,7 @@ from columnar.store import ColumnarStore
 from optimizer import load_catalog, load_profile, optimize
 from rowstream.eventtime import LATE, US, watermark
 from runtime.microbatch import run_microbatch
-from runtime.run import run
+from runtime.run import default_checkpoint, run
 from runtime.spec import RunSpec
 from tests.conftest import QUERIES, lost_and_duplicated, query_sql, short
 from tests.crash.points import POINTS, REFERENCE_POINTS, environment
@@ -215,3 +215,35 @@ def test_a_run_from_files_killed_at_its_crash_points_resumes_exactly_once(
     assert_chain_resumes_exactly_once(landing, tmp_path / "t.duckdb", placement, reliability,
                                       points, f"tandem run ({gateway}, {placement}, "
                                       f"{file_format})", gateway)
+
+
+def forget_offsets(checkpoint: Path, batch: int) -> None:
+    """Spark's checkpoint as a death of its JVM after it logged the files of micro-batch
+    ``batch`` but before it wrote the batch's offsets would leave it: the source log's entry
+    ``batch`` and nothing of Spark's after."""
+    for log in ("offsets", "commits"):
+        for path in (checkpoint / log).glob("[0-9]*"):
+            if int(path.name) >= batch:
+                path.unlink()
+                (checkpoint / log / f".{path.name}.crc").unlink(missing_ok=True)
+    for path in (checkpoint / "sources" / "0").glob("[0-9]*"):
+        if int(path.name) > batch:
+            path.unlink()
+            (path.parent / f".{path.name}.crc").unlink(missing_ok=True)
+
+
+def test_a_file_source_log_ahead_of_the_offsets_loses_no_file(tmp_path, reliability):
+    # The batch Spark plans after such a death holds two entries of its source log, and every
+    # batch id after it names the entry before its own: the gateways read the files of the
+    # entries between two batches' offsets, not the entry with the batch's id.
+    landing = STREAM.write_files(tmp_path / "landing", DURATION, FILE_SECONDS,
+                                 file_format="parquet", disorder=Disorder(tail=0.3))
+    store, batch = tmp_path / "t.duckdb", 2
+    args = run_args(landing, store, "duckdb", "reference")
+    killed = tandem(*args, crash=f"file-read:{landing[batch].name}")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    forget_offsets(default_checkpoint(store, "q5"), batch)
+    run(RunSpec(short("q5"), placement="duckdb", source=str(landing[0].parent),
+                store=str(store), lateness=float(LATENESS), resume=True, gateway="reference"))
+    assert_exact(contents(store, "q5"), expected(landing), reliability,
+                 "tandem run (reference, source log ahead)", ["file-read"])

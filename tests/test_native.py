@@ -4,6 +4,7 @@ test_bad_input and test_crash."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -127,16 +128,31 @@ def test_a_batch_without_rows_keeps_the_high_water_mark():
     assert judged.high_water == T0
 
 
-def test_the_files_of_a_batch_come_from_spark_s_checkpoint(tmp_path):
-    log = tmp_path / "sources" / "0"
+def test_the_files_of_a_batch_are_the_source_log_s_entries_between_two_offsets(tmp_path):
+    # Entries 0-9 compacted into 9.compact, 10 and 11 apart. Batch 1 planned after a death
+    # that left entry 1 without its offsets: it holds entries 1 and 2, and batch n the entry
+    # n + 1 from then on (tests/test_crash.py makes that checkpoint with Spark).
+    log, offsets = tmp_path / "sources" / "0", tmp_path / "offsets"
     log.mkdir(parents=True)
-    (log / "0").write_text('v1\n{"path":"file:///land/a%20b.parquet","timestamp":1,"batchId":0}\n')
-    (log / "9.compact").write_text(
-        'v1\n{"path":"file:///land/x.parquet","timestamp":1,"batchId":8}\n'
-        '{"path":"file:///land/y.parquet","timestamp":2,"batchId":9}\n')
-    assert [p.as_posix() for p in batch_files(tmp_path, 0)] == ["/land/a b.parquet"]
-    assert [p.as_posix() for p in batch_files(tmp_path, 9)] == ["/land/y.parquet"]
-    assert batch_files(tmp_path, 10) == []
+    offsets.mkdir()
+
+    def entry(n: int, name: str) -> str:
+        return json.dumps({"path": f"file:///land/{name}", "timestamp": n, "batchId": n}) + "\n"
+
+    (log / "9.compact").write_text("v1\n" + "".join(entry(n, f"{n} a.parquet")
+                                                  for n in range(10)))
+    for n in (10, 11):
+        (log / str(n)).write_text("v1\n" + entry(n, f"{n}.parquet"))
+    for batch, logged in ((0, 0), (1, 2), (8, 9), (9, 10), (10, 11)):
+        (offsets / str(batch)).write_text('v1\n{"batchWatermarkMs":0}\n'
+                                          + json.dumps({"logOffset": logged}) + "\n")
+    assert [p.as_posix() for p in batch_files(tmp_path, 0)] == ["/land/0 a.parquet"]
+    assert [p.name for p in batch_files(tmp_path, 1)] == ["1 a.parquet", "2 a.parquet"]
+    assert [p.name for p in batch_files(tmp_path, 9)] == ["10.parquet"]
+    assert [p.name for p in batch_files(tmp_path, 10)] == ["11.parquet"]
+    (log / "11").unlink()
+    with pytest.raises(TandemError, match="no entry 11"):
+        batch_files(tmp_path, 10)
 
 
 def test_directories_of_one_format_and_stateless_spark_parts_are_read_natively(tmp_path):
