@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-matrices unit integration bench lint clean airflow system-packages peers
+.PHONY: demo test test-matrices test-peers unit integration bench lint clean airflow system-packages peers
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -53,10 +53,11 @@ $(JSA): $(STAMP)
 
 # Two test processes, each test module on one (with its shared session, cluster or Airflow).
 # Most tests are Spark runs, and a Spark run leaves about a fifth of two cores idle (vmstat):
-# the second process fills it.
+# the second process fills it. The peer's tests need `make peers` (850 MB): `make test` is the
+# same suite on every machine, and `make test-peers` runs them.
 test: $(STAMP) $(JSA) system-packages
 	$(BIN)/lint-imports --no-cache
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not peers"
 
 # Every placement of the integration tests' samples, not one per class (tests/matrix.py).
 test-matrices: $(STAMP) $(JSA) system-packages
@@ -78,6 +79,9 @@ $(FLINK)/.installed:
 	@touch $@
 
 peers: $(STAMP) $(FLINK)/.installed
+
+test-peers: peers
+	$(BIN)/python -m pytest -q -m peers
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

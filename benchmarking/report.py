@@ -131,7 +131,7 @@ def write(points: list[Point], out_dir: Path, command: str, calibration: str,
         lines += ["", "## Targets", "", "| target | measured | met |", "|---|---|---|"]
         lines += [f"| {t} | {m} | {'yes' if ok else '**no**'} |"
                   for t, m, ok in _targets(data, tomllib.loads(targets.read_text())["target"])]
-    lines += _flink(out_dir.parent / "flink.json", queries)
+    lines += _flink(out_dir.parent / "bench.json", queries)
     notes = out_dir / "notes.md"
     if notes.exists():  # written by hand after the run: the gaps' causes, what would close them
         lines += ["", notes.read_text().strip()]
@@ -233,25 +233,32 @@ def _targets(data: dict, targets: list[dict]) -> list[tuple[str, str, bool]]:
 
 
 def _flink(path: Path, queries: list[str]) -> list[str]:
-    """Flink SQL's maximum rates beside Tandem's, from bench/peers/flink.py's search, for this
-    run's queries. Its ratios are the search's, not this sweep's: a ratio across runs of a
-    noisy machine would not be honest."""
-    peer = json.loads(path.read_text()) if path.exists() else {}
+    """Flink SQL's maximum rates beside Tandem's, from bench/peers/flink.py's search (its
+    ``peers.flink`` in ``path``), for this run's queries. Its ratios are the search's, not this
+    sweep's: a ratio across runs of a noisy machine would not be honest."""
+    peer = (json.loads(path.read_text()) if path.exists() else {}).get("peers", {}).get("flink", {})
     rows = [(q, peer[q]) for q in queries if peer.get(q, {}).get("max_rate")]
     if not rows:
         return []
-    lines = ["", "## Flink SQL", "", f"From `bench/peers/flink.py` ({path.name}, "
-             f"{path.with_suffix('.md').name}, which says when each step was taken): each "
-             "system's maximum sustainable rate over the same events, as CSV files (and as "
-             "Parquet files for tandem-parquet), and Tandem's over Flink's.", "",
-             "| query | system | max rate | over Flink's |", "|---|---|---|---|"]
+    lines = ["", "## Flink SQL", "", "From `bench/peers/flink.py` (`flink.md` says when each "
+             "step was taken): each system's maximum sustainable rate over the same events, the "
+             "largest kept up with and the smallest fallen behind at; Flink's is the best of its "
+             "formulations, from CSV files; Tandem's from CSV and Parquet files.", "",
+             "| query | Flink (formulation) | Tandem (CSV) | Tandem (Parquet) | CSV / Flink | "
+             "best / Flink |", "|---|---|---|---|---|---|"]
     for q, entry in rows:
-        for system, (lo, hi) in entry["max_rate"].items():
-            ratio = entry["ratio"].get(system)
-            lines.append(f"| {q.upper()} | {system} | {lo:,.0f} "
-                         f"({'none fell behind' if hi is None else f'{hi:,.0f}'}) | "
-                         f"{_fmt(ratio)} |")
+        tandem = entry["tandem"]
+        lines.append(f"| {q.upper()} | {_rate(entry['max_rate'])} ({entry['formulation']}) | "
+                     f"{_rate(tandem.get('tandem'))} | {_rate(tandem.get('tandem-parquet'))} | "
+                     f"{_fmt(entry['ratio']['csv'])} | {_fmt(entry['ratio']['best'])} |")
     return lines
+
+
+def _rate(bracket: list | None) -> str:
+    if not bracket:
+        return ""
+    lo, hi = bracket
+    return f"{lo:,.0f} ({'none fell behind' if hi is None else f'{hi:,.0f}'})"
 
 
 def _fmt(x: float | None) -> str:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
+
 from benchmarking.bench import (
     CHOICE,
     DUCKDB,
@@ -129,17 +131,19 @@ def test_the_report_checks_the_targets_beside_the_results(tmp_path):
 def test_a_sweep_keeps_the_peers_figures_and_its_report_shows_them(tmp_path):
     from benchmarking.report import write
 
-    flink = {"q1": {"max_rate": {"flink": [700.0, 800.0], "tandem": [145000.0, 159000.0]},
-                    "ratio": {"tandem": 145000 / 700}},
-             "q5": {"max_rate": {"flink": [1.26e6, None]}, "ratio": {}}}
-    (tmp_path / "flink.json").write_text(json.dumps(flink))
+    flink = {"q1": {"exact": {"q1": True, "q1-expert": True}, "max_rate": [15000.0, 16500.0],
+                    "formulation": "q1-expert",
+                    "tandem": {"tandem": [1.1e6, 1.2e6], "tandem-parquet": [1.5e6, None]},
+                    "ratio": {"csv": 1.1e6 / 15000, "best": 1.5e6 / 15000}},
+             "q5": {"exact": {"q5": True}, "max_rate": [1.26e6, None], "formulation": "q5",
+                    "tandem": {}, "ratio": {"csv": None, "best": None}}}
     (tmp_path / "bench.json").write_text(json.dumps({"queries": {}, "peers": {"flink": flink}}))
     out = tmp_path / "2026-01-01"
     report = write([point(1000, 1500, 9000)], out, "tandem bench", "profile.toml", 3.0,
                    "buckets").read_text()
     assert json.loads((tmp_path / "bench.json").read_text())["peers"]["flink"] == flink
-    assert "| Q1 | flink | 700 (800) |  |" in report
-    assert "| Q1 | tandem | 145,000 (159,000) | 207.1x |" in report
+    assert ("| Q1 | 15,000 (16,500) (q1-expert) | 1,100,000 (1,200,000) | "
+            "1,500,000 (none fell behind) | 73.3x | 100.0x |") in report
     assert "Q5" not in report  # not a query of this sweep
 
 
@@ -220,3 +224,26 @@ def test_scaling_stops_a_search_only_where_a_batch_costs_a_second_before_its_tup
     # Behind at close rates, one step slowed by noise: no fixed cost can be told from that.
     assert fixed_cost([(83_000, 79_115, False), (75_500, 74_738, False),
                        (68_600, 53_574, False)]) is None
+
+
+def test_the_flink_comparison_takes_the_best_formulation_and_both_ratios():
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench" / "peers"))
+    import flink
+
+    def steps(*found: tuple[float, bool]) -> list[dict]:
+        return [{"rate": rate, "tuples_per_second": rate, "sustained": kept}
+                for rate, kept in found]
+
+    report = {name: flink.with_figures({"exactness": {"exact": True}} | entry) for name, entry in {
+        "q1": {"flink": steps((800, False), (734, True))},
+        "q1-expert": {"flink": steps((15000, True), (16500, False))},
+        "q5": {"flink": steps((1.26e6, True)), "tandem": steps((3e6, True), (3.3e6, False)),
+               "tandem-parquet": steps((4e6, True), (4.4e6, False))}}.items()}
+    compared = flink.comparison(report)
+    assert compared["q1"]["formulation"] == "q1-expert"
+    assert compared["q1"]["max_rate"] == (15000, 16500)
+    assert compared["q1"]["ratio"] == {"csv": None, "best": None}  # Tandem not measured
+    assert compared["q5"]["max_rate"] == (1.26e6, None)
+    assert compared["q5"]["ratio"] == pytest.approx({"csv": 3e6 / 1.26e6, "best": 4e6 / 1.26e6})

@@ -4,11 +4,13 @@ DuckDB need, so it cannot share Tandem's). ``bench/peers/flink.py`` calls it; it
 nothing of Tandem.
 
     .venv-flink/bin/python bench/peers/flink_sql.py QUERY.sql INPUT_DIR OUTPUT [--parallelism 2]
+        [--checkpoints DIR]
 
 Reads every file of INPUT_DIR as headerless DEBS 2014 CSV (id, Unix seconds, value, property,
 plug_id, household_id, house_id) with event time ``ts`` and a watermark 1 s behind it, runs
 the query's SELECT in streaming mode, and writes its rows to OUTPUT as JSON lines, or discards
-them into Flink's blackhole sink when OUTPUT is ``-``. Prints one JSON line: the job's wall
+them into Flink's blackhole sink when OUTPUT is ``-``. With ``--checkpoints``, Flink checkpoints
+its state there every second, exactly once, as Tandem commits every 1-s micro-batch. Prints one JSON line: the job's wall
 seconds from submission to the end of its input, and the rows written."""
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ def main() -> None:
     parser.add_argument("input", type=Path)
     parser.add_argument("output")
     parser.add_argument("--parallelism", type=int, default=2)
+    parser.add_argument("--checkpoints", type=Path)
     args = parser.parse_args()
     env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
     config = env.get_config()
@@ -50,6 +53,12 @@ def main() -> None:
     # A long garbage collection must slow the job, not fail it (Q1's window join holds every
     # reading once per window: 300 copies).
     config.set("heartbeat.timeout", "600000")
+    if args.checkpoints:
+        config.set("execution.checkpointing.interval", "1 s")
+        config.set("execution.checkpointing.mode", "EXACTLY_ONCE")
+        # Tandem's commits are files on disk: so are Flink's checkpoints.
+        config.set("execution.checkpointing.storage", "filesystem")
+        config.set("execution.checkpointing.dir", args.checkpoints.resolve().as_uri())
     env.execute_sql(SOURCE.format(path=args.input.resolve()))
     select = "\n".join(line for line in args.query.read_text().splitlines()
                        if not line.lstrip().startswith("--"))
