@@ -26,9 +26,10 @@ capacity over FILL seconds of filled windows and SHORT measured seconds, ``bench
 twice: from the same CSV rows as Flink ("tandem") and from Parquet files ("tandem-parquet"),
 each read by the gateway ``tandem run`` picks for the plan (by reference where every operator
 over the stream runs in DuckDB).
-For the queries given ``--from``, each system's maximum sustainable rate is searched to within
-10 % (``benchmarking.bench.next_rate``), one step of each system in turn, so that their ratios are
-measured in one run. Writes bench/results/flink.json and .md, and ``peers.flink.<query>`` in
+For the formulations given ``--from``, each system's maximum sustainable rate is searched to
+within 10 % (``benchmarking.bench.next_rate``), one step of each (formulation, system) in turn,
+so that the ratios of a run, Flink's expert formulations against Tandem included, are measured
+in one run. Writes bench/results/flink.json and .md, and ``peers.flink.<query>`` in
 bench/results/bench.json, after every step; ``--resume`` goes on from them (a search at high
 rates outlasts a session).
 """
@@ -200,30 +201,31 @@ def tandem_capacity(query: str, rate: float, profile: str | None, landed: str) -
             "sustained": found.tuples_per_second >= rate and not found.bound}
 
 
-def search(query: str, starts: dict[str, float], found: dict[str, list], log: Path,
+def search(starts: dict[tuple[str, str], float], report: dict, log: Path,
            profile: str | None, on_step) -> None:
-    """Narrow the maximum sustainable rate for ``query`` of each system in ``starts``
-    (``benchmarking.bench.next_rate``), one step of each in turn so that their ratio is measured in
-    one run; a system that has measurements in ``found`` (a run resumed) goes on from them."""
-    def measure_at(system: str, rate: float) -> dict:
+    """Narrow the maximum sustainable rate of each (formulation, system) in ``starts``
+    (``benchmarking.bench.next_rate``), one step of each in turn, so that their ratios are
+    measured in one run (Flink's expert formulation beside Tandem's plan of the same query
+    included); one that has measurements in ``report`` (a run resumed) goes on from them."""
+    def measure_at(query: str, system: str, rate: float) -> dict:
         if system == "flink":
             return capacity(query, rate, log)
-        return tandem_capacity(query, rate, profile, TANDEM[system])
+        return tandem_capacity(tandem_query(query), rate, profile, TANDEM[system])
 
-    def following(system: str) -> float | None:
+    def following(query: str, system: str) -> float | None:
         return next_rate([(m["rate"], m["tuples_per_second"], m["sustained"])
-                          for m in found[system]])
+                          for m in report[query][system]])
 
-    rates = {system: following(system) if found[system] else start
-             for system, start in starts.items()}
+    rates = {key: following(*key) if report[key[0]][key[1]] else start
+             for key, start in starts.items()}
     while any(rate is not None for rate in rates.values()):
-        for system, rate in rates.items():
+        for (query, system), rate in rates.items():
             if rate is None:
                 continue
             at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-            found[system].append(measure_at(system, rate) | {"at": at})
-            rates[system] = following(system)
-            on_step(system)
+            report[query][system].append(measure_at(query, system, rate) | {"at": at})
+            rates[query, system] = following(query, system)
+            on_step(query, system)
 
 
 def with_figures(entry: dict) -> dict:
@@ -322,9 +324,9 @@ def main() -> None:
                         default=["q5=1800000,1000000,2000000", "q3=400000,1000000,2000000",
                                  "q3-expert=400000", "q1-expert=15000", "q1=800,1000000,1000000"],
                         help="query=flink[,tandem[,tandem-parquet]]: the rates "
-                             "(tuples/s) where "
-                             "each system's search starts, queries in this order; other "
-                             "queries: exactness only")
+                             "(tuples/s) where each system's search starts, '-' for none; the "
+                             "searches of a run take a step each in turn; other queries: "
+                             "exactness only")
     parser.add_argument("--systems", default=",".join(SYSTEMS),
                         help="the systems whose maximum rates to search: " + ", ".join(SYSTEMS))
     parser.add_argument("--resume", action="store_true",
@@ -333,9 +335,11 @@ def main() -> None:
     parser.add_argument("--profile", help="Tandem's calibration profile (default: the shipped "
                                           "one)")
     args = parser.parse_args()
-    starts = {q: dict(zip(SYSTEMS, map(float, rs.split(",")), strict=False))
-              for q, rs in (item.split("=") for item in args.starts)}
     systems = args.systems.split(",")
+    starts = {(query, system): float(rate) for query, rates in
+              (item.split("=") for item in args.starts) if query in args.queries
+              for system, rate in zip(SYSTEMS, rates.split(","), strict=False)
+              if rate != "-" and system in systems}
     RESULTS.mkdir(exist_ok=True)
     log = RESULTS / "flink.log"
     log.write_text("")
@@ -357,11 +361,7 @@ def main() -> None:
                 report[query] = {"exactness": exact(query, log)} | {s: [] for s in SYSTEMS}
                 print(query, "exactness", report[query]["exactness"], flush=True)
                 write_report(report)
-        for query, start in starts.items():  # in the order given
-            if query in args.queries:
-                search(query, {s: start[s] for s in systems if s in start}, report[query], log,
-                       args.profile,
-                       lambda system, q=query: step(q, system))
+        search(starts, report, log, args.profile, step)
     except FlinkFailed as err:
         sys.exit(str(err))
 
