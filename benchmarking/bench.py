@@ -203,6 +203,14 @@ def rates_bracket(tried: list[tuple[float, bool]]) -> tuple[float, float | None]
     return lo, min((rate for rate, kept in tried if not kept and rate > lo), default=None)
 
 
+def bracket_text(bracket: tuple[float, float | None] | list | None) -> str:
+    """A ``rates_bracket`` as reports write it: "lo (hi)", "lo (none fell behind)", or "–"."""
+    if not bracket:
+        return "–"
+    lo, hi = bracket
+    return f"{lo:,.0f} ({'none fell behind' if hi is None else f'{hi:,.0f}'})"
+
+
 def next_rate(tried: list[tuple[float, float, bool]], precision: float = PRECISION,
               most: float = 2.0) -> float | None:
     """The next rate at which to measure a system whose runs are too long for a grid (a peer's

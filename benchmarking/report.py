@@ -25,6 +25,7 @@ from benchmarking.bench import (  # noqa: E402
     Measured,
     Point,
     accuracy,
+    bracket_text,
     grid,
     max_rate,
     prediction_share,
@@ -248,17 +249,11 @@ def _flink(path: Path, queries: list[str]) -> list[str]:
              "best / Flink |", "|---|---|---|---|---|---|"]
     for q, entry in rows:
         tandem = entry["tandem"]
-        lines.append(f"| {q.upper()} | {_rate(entry['max_rate'])} ({entry['formulation']}) | "
-                     f"{_rate(tandem.get('tandem'))} | {_rate(tandem.get('tandem-parquet'))} | "
+        lines.append(f"| {q.upper()} | {bracket_text(entry['max_rate'])} "
+                     f"({entry['formulation']}) | {bracket_text(tandem.get('tandem'))} | "
+                     f"{bracket_text(tandem.get('tandem-parquet'))} | "
                      f"{_fmt(entry['ratio']['csv'])} | {_fmt(entry['ratio']['best'])} |")
     return lines
-
-
-def _rate(bracket: list | None) -> str:
-    if not bracket:
-        return ""
-    lo, hi = bracket
-    return f"{lo:,.0f} ({'none fell behind' if hi is None else f'{hi:,.0f}'})"
 
 
 def _fmt(x: float | None) -> str:

@@ -49,7 +49,7 @@ from pathlib import Path
 import polars as pl
 
 from benchmarking import measure, reference
-from benchmarking.bench import next_rate, rates_bracket
+from benchmarking.bench import bracket_text, next_rate, rates_bracket
 from benchmarking.verify import compare
 from optimizer.optimizer import placement_spec
 from rowstream.eventtime import EPOCH
@@ -290,9 +290,8 @@ def write_report(report: dict) -> None:
     for query, c in compared.items():
         row = [query, ", ".join(f"{name}: {'yes' if same else 'NO'}"
                                 for name, same in c["exact"].items()),
-               f"{_bracket(*c['max_rate'])} ({c['formulation']})" if c["max_rate"] else "–"]
-        row += [_bracket(*c["tandem"][system]) if system in c["tandem"] else "–"
-                for system in TANDEM]
+               f"{bracket_text(c['max_rate'])} ({c['formulation']})" if c["max_rate"] else "–"]
+        row += [bracket_text(c["tandem"].get(system)) for system in TANDEM]
         row += [f"{x:,.1f}x" if (x := c["ratio"][kind]) else "–" for kind in ("csv", "best")]
         row.append(f"{TARGETS[query]}x" if query in TARGETS else "–")
         lines.append("| " + " | ".join(row) + " |")
@@ -311,10 +310,6 @@ def write_report(report: dict) -> None:
                      f"{m['tuples_per_second']:,.0f} | {'yes' if m['sustained'] else 'no'} | "
                      f"{how} | {at or '–'} |")
     (RESULTS / "flink.md").write_text("\n".join(lines) + "\n")
-
-
-def _bracket(lo: float, hi: float | None) -> str:
-    return f"{lo:,.0f} ({hi:,.0f})" if hi else f"{lo:,.0f} (none fell behind)"
 
 
 def main() -> None:
