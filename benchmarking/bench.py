@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 
 from benchmarking.measure import Capacity, capacity, preloadable, warmup_stream
 from benchmarking.verify import placements
+from optimizer.errors import TandemError
 from optimizer.logical import windows
 from optimizer.optimizer import placement_spec
 from runtime.explain import Explanation, explain
@@ -61,6 +62,7 @@ class Measured:
     carried_from: float | None = None  # the lower rate whose capacity stands in for this one
     preloaded: bool = False  # the warm-up went straight into DuckDB
     seconds: float = 0.0  # wall seconds the measurement took
+    failed: str | None = None  # the engine's error where the run failed (out of memory)
 
     @property
     def feasible(self) -> bool:
@@ -134,10 +136,19 @@ def sweep(queries=QUERIES, rates=RATES, *, others: int = 2, measure: float = 10.
                      predicted(plan, roles, rate))
         say(f"{plan.query.stem} at {rate:,.0f} tuples/s: {', '.join(roles)}")
         started = time.perf_counter()
-        found: Capacity = capacity(plan, rate, warmup=_warmup(plan), measure=measure,
-                                   stream=stream, spark_design=design(roles),
-                                   lateness=lateness)
-        m.capacity, m.bound, m.preloaded = found.tuples_per_second, found.bound, found.preloaded
+        try:
+            found: Capacity = capacity(plan, rate, warmup=_warmup(plan), measure=measure,
+                                       stream=stream, spark_design=design(roles),
+                                       lateness=lateness)
+        except TandemError as error:
+            # A plan whose state outgrows the engine's memory at this rate does not keep up
+            # with it: the sweep records why and goes on, as for a plan that fell behind.
+            m.failed = str(error).split(" (details in")[0]
+            say(f"{plan.query.stem} at {rate:,.0f} tuples/s: {', '.join(roles)} failed: "
+                f"{m.failed}")
+        else:
+            m.capacity, m.bound = found.tuples_per_second, found.bound
+            m.preloaded = found.preloaded
         m.seconds = time.perf_counter() - started
         return m
 
@@ -163,7 +174,7 @@ def sweep(queries=QUERIES, rates=RATES, *, others: int = 2, measure: float = 10.
                     earlier = failed_at[spec]
                     m = Measured(placement, roles, rate, predicted(plan, roles, rate),
                                  earlier.capacity, earlier.bound,
-                                 earlier.carried_from or earlier.rate)
+                                 earlier.carried_from or earlier.rate, failed=earlier.failed)
                 else:
                     if stream is None and preloadable(plan) and rate * warmup <= SHARED_ROWS:
                         stream = list(warmup_stream(rate, warmup))

@@ -7,8 +7,9 @@ Six groups of micro-benchmarks, each on the real engines:
   Parquet files landed as users land them, read by Spark's own source (scan; every row moved
   to the MIG and judged; select; project; select and move to DuckDB), and the time Spark spends
   outside them, its fixed cost per micro-batch and its control of a batch by reference; then
-  CSV files read and judged, for the parse; and the same files read, judged and stored by
-  DuckDB itself, the crossing by reference's scan;
+  CSV files read and judged, for the parse; and the same files read and judged by DuckDB
+  itself, the crossing by reference's scan, and their rows stored, what a window read as rows
+  adds;
 * **DuckDB fragments**: the SQL of small DB-ops over windows of growing cardinality;
 * **DuckDB -> Spark**: ``createDataFrame`` from Arrow tables of growing size;
 * **Spark's stateful operators**: small queries deployed entirely in Spark, their capacity
@@ -173,15 +174,18 @@ def _gateway(spark, rate: float, seconds: int, file_format: str = "parquet") -> 
     (Spark's own file source, rowstream/native.py): per micro-batch, the seconds of each timed
     job and of Spark's work outside them (its control of the batch). CSV times only "read": it
     differs from Parquet only in the parse, which every job repeats. "reference" is DuckDB
-    reading, judging and storing the batch's files itself (rowstream/by_reference.py)."""
+    reading and judging the batch's files itself (rowstream/by_reference.py), "stored" the
+    same with their rows stored."""
     import polars as pl
 
     from rowstream.by_reference import FileReferences
     from rowstream.landing import batch_files
     from rowstream.native import admit_batch, judged_columns, native_stream
+    from rowstream.suite_sql import identifier
     from runtime.settings import example_stream
 
     plugs = example_stream("plugs")
+    every = ", ".join(f"max({identifier(c)})" for c in plugs.names)
 
     rows: list[dict] = []
     left: list[float] = []  # when the last micro-batch's jobs ended
@@ -197,12 +201,16 @@ def _gateway(spark, rate: float, seconds: int, file_format: str = "parquet") -> 
             high_water=None, lateness=0.0, slide=1.0))
         files = tuple(batch_files(checkpoint, batch_id))  # as the gateway finds them
 
-        def by_reference() -> None:
+        def by_reference(kept: bool) -> None:
             read = FileReferences(plugs, files, None, 0.0, 1.0).read(store.con)
-            store.append("calibrate", "referenced", read.rows, batch_id)
+            if kept:  # as a window whose rows a DB-op reads is stored
+                store.append("calibrate", "referenced", read.rows, batch_id)
+            else:  # a pass over every column, as the pane partials' upkeep makes one
+                store.con.execute(f"SELECT {every} FROM ({read.rows})").fetchall()
             read.close(store.con)
 
-        row["reference"] = _time(by_reference)
+        row["reference"] = _time(lambda: by_reference(False))
+        row["stored"] = _time(lambda: by_reference(True))
         if file_format == "parquet":
             none = "plug_id < 0"
             row["scan"] = _time(lambda: batch.where(none).toArrow())
@@ -266,8 +274,10 @@ def calibrate(out: str | Path = settings.CALIBRATED_PROFILE, *,
     # By reference, Spark's part of a batch is its control alone, and DuckDB reads the files.
     fits["spark", "control"] = _set(model, "spark", "control", 0.0, len(batches),
                                     per_call=outside)
-    fits["duckdb", "scan"] = _line(model, ("duckdb", "scan"), n,
-                                   np.array([b["reference"] for b in batches]))
+    reference = np.array([b["reference"] for b in batches])
+    fits["duckdb", "scan"] = _line(model, ("duckdb", "scan"), n, reference)
+    fits["duckdb", "store"] = _line(model, ("duckdb", "store"), n, np.array(
+        [b["stored"] for b in batches]) - reference, per_call=False)
 
     say("gateway: CSV files read, parsed and judged by Spark, or by DuckDB, at 4 rates")
     batches = [b for rate in GATEWAY_RATES for b in _gateway(spark, rate, 5, "csv")]

@@ -62,6 +62,8 @@ STYLE = {SPARK: ("tab:orange", "s"), DUCKDB: ("tab:olive", "^"), CHOICE: ("tab:b
 
 
 def _cell(m: Measured) -> str:
+    if m.failed:
+        return "failed" if m.carried_from is None else f"(failed at {m.carried_from:,.0f})"
     if m.capacity is None:
         return "–"
     text = f"{m.capacity:,.0f}"
@@ -101,7 +103,8 @@ def write(points: list[Point], out_dir: Path, command: str, calibration: str,
              "1-second micro-batches (docs/design.md, Benchmarks), after the windows were filled with the "
              "largest window's span of event time at the rate. **Bold**: the optimiser's "
              "choice; `< x`: the plan could not even warm up at the rate (an upper bound); "
-             "`(x at r)`: not measured again, infeasible at the lower rate r already.", "",
+             "`(x at r)`: not measured again, infeasible at the lower rate r already; `failed`: "
+             "the run stopped with the error the failures section quotes.", "",
              "## Headline", "",
              "| query | max rate: optimiser | pure-Spark | pure-DuckDB | without feasibility "
              "| with Ji's C_b check | optimiser / pure-Spark | optimiser / pure-DuckDB |",
@@ -132,6 +135,11 @@ def write(points: list[Point], out_dir: Path, command: str, calibration: str,
         lines += ["", "## Targets", "", "| target | measured | met |", "|---|---|---|"]
         lines += [f"| {t} | {m} | {'yes' if ok else '**no**'} |"
                   for t, m, ok in _targets(data, tomllib.loads(targets.read_text())["target"])]
+    failures = [(p, m) for p in points for m in p.plans if m.failed and m.carried_from is None]
+    if failures:
+        lines += ["", "## Failures", ""] + [
+            f"- {p.query.upper()} at {p.rate:,.0f} tuples/s, {_role_name(m)}: {m.failed}"
+            for p, m in failures]
     lines += _flink(out_dir.parent / "bench.json", queries)
     notes = out_dir / "notes.md"
     if notes.exists():  # written by hand after the run: the gaps' causes, what would close them

@@ -30,6 +30,7 @@ from optimizer.logical import (
     Node,
     Project,
     Select,
+    Window,
     signature,
     source_window,
 )
@@ -123,6 +124,7 @@ class Fragment:
     arrival: float = 0.0  # seconds per second of arrivals: the pane partials' upkeep
     partitioned: bool = False  # runs on duckdb-partitioned (``db_cost``)
     by_reference: bool = False  # the stream's windows are read from its files, not moved
+    kept: frozenset[str] = frozenset()  # the windows whose rows it reads (``rows_read``)
 
 
 @dataclass(frozen=True)
@@ -302,7 +304,9 @@ class CostModel:
                 Fragment(frozenset(self._db_input_signatures(members, split)),
                          sum(self.db_work(m) for m in members),
                          sum(self.db_arrival(m) for m in members if m not in split),
-                         partitioned, by_reference),
+                         partitioned, by_reference,
+                         frozenset().union(*(self.rows_read(m) for m in members
+                                             if m not in split))),
                 root, to_sink)
         return found
 
@@ -352,10 +356,17 @@ class CostModel:
             found = self._db[key] = self._partitioned_cost(fragment, root)
             return found
         st = self.stats
-        terms = [self._input_term(s) for s in fragment.inputs]
-        # By reference, no row crosses: DuckDB reads the stream's files once (``source``).
-        moved = 0.0 if fragment.by_reference else sum(lam for lam, _ in terms)
-        transfer_in = (moved * self._c(DUCKDB, "transfer_in", "per_tuple")
+        terms = {s: self._input_term(s) for s in fragment.inputs}
+        moved, stored = sum(lam for lam, _ in terms.values()), 0.0
+        if fragment.by_reference:
+            # The stream's windows cross as file names: DuckDB reads and judges the files once
+            # (``source``) and stores the rows only of the windows a member reads as rows (the
+            # others feed pane partials and lists, ``db_arrival``). A relation Spark computes
+            # still moves, and is stored as it moves in.
+            moved -= sum(terms[s][0] for s in terms if self._is_window(s))
+            stored = (sum(terms[s][0] for s in fragment.kept & terms.keys())
+                      * self.profile.get(DUCKDB, "store", "per_tuple"))
+        transfer_in = (moved * self._c(DUCKDB, "transfer_in", "per_tuple") + stored
                        + len(terms) * self._per_batch(DUCKDB, "transfer_in"))
         evaluation = self._c(DUCKDB, "query", "per_call") + fragment.work
         out = st[root]
@@ -365,7 +376,7 @@ class CostModel:
         # The moves in and the partials' upkeep run in the micro-batch's job (the MIG's
         # foreachBatch); the SQL and the move out on its evaluation thread.
         evaluated = out.n_slide * evaluation + transfer_out
-        memory = sum(state for _, state in terms)
+        memory = sum(state for _, state in terms.values())
         found = self._db[key] = OperatorCost(transfer_in + fragment.arrival + evaluated, memory,
                                              evaluated)
         return found
@@ -446,6 +457,21 @@ class CostModel:
                         + st[node].cardinality * self._c(DUCKDB, "join", "per_match"))
             return left * right * self._c(DUCKDB, "join", "per_comparison")
         raise TypeError(f"{node.kind} cannot run in DuckDB")
+
+    def rows_read(self, node: Node) -> frozenset[str]:
+        """The stream windows whose rows ``node`` reads when it is evaluated rather than through
+        pane partials or lists (``_db_work_of``): a DB-op's store keeps their rows
+        (``fragment_sql.rows_kept``)."""
+        if isinstance(node, Aggregate):
+            rows = [] if by_panes(node) else [node.input]
+        elif isinstance(node, Join):
+            rows = [] if self._listed(node) is not None else [node.left, node.right]
+        else:
+            return frozenset()
+        return frozenset(self.signature(source_window(r)) for r in rows if not r.instantiated)
+
+    def _is_window(self, signature_: str) -> bool:
+        return isinstance(self._by_signature.get(signature_), Window)
 
     def db_arrival(self, node: Node) -> float:
         """Seconds per second of arrivals the store spends keeping ``node``'s pane partials or

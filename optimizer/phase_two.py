@@ -205,7 +205,7 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
                 model.signature(c) for c in op.inputs if not is_r2r(c))
             for combo in itertools.product(*child_plans):
                 closed, inputs = ZERO, external
-                work, arrival = model.db_work(op), model.db_arrival(op)
+                work, arrival, kept = model.db_work(op), model.db_arrival(op), model.rows_read(op)
                 for child, p in zip(children, combo, strict=True):
                     if (not _feeds_partitions(child, p) if engine == PARTITIONED
                             else ENGINES[p.engines[-1]] == PARTITIONED and not child.instantiated):
@@ -216,6 +216,7 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
                         inputs |= p.open.inputs
                         work += p.open.work
                         arrival += p.open.arrival
+                        kept |= p.open.kept
                     else:  # a Spark operator, or a DB-op of the other engine, feeds the DB-op
                         if p.open is not None:
                             closed = closed.add(model.db_cost(p.open, child))
@@ -223,7 +224,7 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
                 else:
                     new.append(Partial(i, sum((p.engines for p in combo), ()) + (index,), closed,
                                        Fragment(inputs, work, arrival, engine == PARTITIONED,
-                                                by_reference)))
+                                                by_reference, kept)))
                     constructed += 1
         new = _undominated_fragments([p for p in new if keep(p)])
         if op in cut:
@@ -298,6 +299,7 @@ def _no_worse(q: Partial, p: Partial) -> bool:
     """Is ``q`` (of ``p``'s engine, over its relations) no worse than ``p`` in every part?"""
     a, b = q.closed, p.closed
     return (q.open.work <= p.open.work and q.open.arrival <= p.open.arrival
+            and q.open.kept <= p.open.kept
             and a.bottleneck <= b.bottleneck and a.utilization <= b.utilization
             and a.memory <= b.memory and a.evaluation <= b.evaluation
             and a.arrival <= b.arrival)

@@ -18,6 +18,11 @@ before (``rowstream/eventtime.py``).
 3. Else the file is judged row by row into a temporary table. The few rows that fail get their
    reasons from the polars suite, so that the quarantine words them as every gateway does.
 
+DuckDB reads a CSV file with its own CSV reader, in parallel, where every line has the
+canonical grammar, and none is blank or ends in a carriage return (``_Batch._csv_fields``).
+The reader numbers no row, so a file with a row to quarantine, like any other CSV file, is
+split into its lines as the Python source splits them (``_lines``), each numbered.
+
 A file outside DuckDB's fast path is read as the Python source reads it
 (``landing.read_landed``), and its admitted rows cross as Arrow. That covers a Parquet file
 whose columns are not all of the stream's types or that holds a NaN, a CSV file with a line
@@ -45,7 +50,7 @@ from optimizer.logical import Window
 from rowstream.eventtime import EPOCH, admit, watermark
 from rowstream.expectations import FIELD_COUNT, input_suite, parameters_at, raw, reasons, unparsed
 from rowstream.gateway import Gateway, Judge
-from rowstream.landing import EXTRA, ROW, csv_frame, read_landed, typed_frame
+from rowstream.landing import EXTRA, ROW, csv_frame, is_header, read_landed, typed_frame
 from rowstream.native import canonical, canonical_field, files_of, native_format, read_ddl
 from rowstream.relations import naive
 from rowstream.suite_sql import Landed, identifier, literal, may_fail, rule, unique_columns
@@ -101,7 +106,7 @@ class _Scan:
 
     source: str
     landed: Landed
-    row: str
+    row: str | None  # None: a CSV file read by its fields (``_Batch._csv_fields``)
     footer: bool = False  # a Parquet file: its statistics answer counts and bounds
 
 
@@ -144,12 +149,11 @@ class _Batch:
 
     def add(self, number: int, path: Path) -> None:
         scan = (_parquet(path, self.schema) if path.suffix == ".parquet"
-                else self._csv(number, path))
+                else self._csv_fields(number, path) or self._csv(number, path))
         if scan is None:
             self._as_python_reads(number, path)
             return
-        ts = scan.landed.columns[self.schema.time_column]
-        late = f"{ts} <= {literal(_instant(self.mark))}" if self.mark is not None else "FALSE"
+        ts, late = scan.landed.columns[self.schema.time_column], self._late(scan)
         suite = input_suite(self.schema)
         if scan.footer:
             # What the Parquet footer's statistics answer first, without a scan (the late rows
@@ -169,7 +173,18 @@ class _Batch:
             self.pieces.append(f"SELECT {_columns(self.schema, scan.landed)} FROM {scan.source}")
             self.counts.append((rows, first, last))
             return
-        self._judged(number, path, scan, late)
+        if scan.row is None:  # CSV read by its fields: only its lines number its rows
+            scan = self._csv(number, path)
+            if scan is None:
+                self._as_python_reads(number, path)
+                return
+        self._judged(number, path, scan)
+
+    def _late(self, scan: _Scan) -> str:
+        """SQL true for a row of ``scan`` at or before the watermark of the batches before."""
+        if self.mark is None:
+            return "FALSE"
+        return f"{scan.landed.columns[self.schema.time_column]} <= {literal(_instant(self.mark))}"
 
     def _footer(self, scan: _Scan, unique: list[str]) -> tuple:
         """From a Parquet file's statistics: its rows, its first and last event times, and the
@@ -190,10 +205,10 @@ class _Batch:
                 ranges[column] = (low, high)
         return rows, first, last, ranges
 
-    def _judged(self, number: int, path: Path, scan: _Scan, late: str) -> None:
+    def _judged(self, number: int, path: Path, scan: _Scan) -> None:
         """The file judged row by row: its admitted rows stay in DuckDB; the rows that fail a
         rule or come late get their reasons here."""
-        schema = self.schema
+        schema, late = self.schema, self._late(scan)
         ts = scan.landed.columns[schema.time_column]
         median = self.con.execute(f"SELECT quantile_disc({ts}, 0.5) FROM {scan.source} "
                                   f"WHERE {ts} IS NOT NULL").fetchall()[0][0]
@@ -261,6 +276,48 @@ class _Batch:
         return _Scan(f"(SELECT * FROM {table} WHERE NOT header)",
                      _typed_landed(schema, {c: identifier(c) for c in schema.names}, FIELDS),
                      NUMBER)
+
+    def _csv_fields(self, number: int, path: Path) -> _Scan | None:
+        """A CSV file read by DuckDB's own CSV reader, in parallel, into a temporary table of
+        its rows typed where every line is canonical; None for any other file, which its lines
+        then judge (``_csv``). The reader skips blank lines and drops a byte-order mark where
+        the Python source does not or does, so a file with a line end other than \\n, or whose
+        rows are fewer than its lines, is left to the lines. Its rows are not numbered: a file
+        with a row to quarantine is judged again by its lines (``add``)."""
+        schema = self.schema
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return None
+        if not data or b"\r" in data:
+            return None
+        lines = data.count(b"\n") + (not data.endswith(b"\n"))
+        first = data.split(b"\n", 1)[0].removeprefix(b"\xef\xbb\xbf")
+        header = is_header(first.decode("utf-8", errors="replace"), schema)
+        fields = ", ".join(f"'f{i}': 'VARCHAR'" for i in range(len(schema.columns)))
+        clean = " AND ".join(f"(f{i} IS NULL OR regexp_full_match(f{i}, "
+                             f"{literal(canonical_field(t))}))"
+                             for i, (_, t) in enumerate(schema.columns))
+        typed = ", ".join(f"CASE WHEN clean THEN {_value(f'f{i}', t)} END AS {identifier(c)}"
+                          for i, (c, t) in enumerate(schema.columns))
+        table = f"__fields_{number}"
+        try:
+            self.con.execute(
+                f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT {typed}, clean FROM (SELECT *, "
+                f"{clean} AS clean FROM read_csv({literal(str(path))}, columns = "
+                f"{{{fields}}}, header = false, skip = {int(header)}, delim = ',', "
+                "quote = '', escape = '', auto_detect = false, strict_mode = true, "
+                "null_padding = false))")
+        except duckdb.Error:  # a line of another field count, bytes that are not UTF-8
+            self.con.execute(f"DROP TABLE IF EXISTS {table}")
+            return None
+        self.temporary.append(table)
+        rows, all_clean = self.con.execute(
+            f"SELECT count(*), coalesce(bool_and(clean), TRUE) FROM {table}").fetchall()[0]
+        if rows != lines - header or not all_clean:
+            return None
+        return _Scan(table, _typed_landed(schema, {c: identifier(c) for c in schema.names},
+                                          str(len(schema.columns))), None)
 
     def result(self) -> Read:
         schema = self.schema

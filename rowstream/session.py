@@ -40,10 +40,10 @@ def spark_session(app: str = "tandem", log: Path | None = None,
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
     }
-    if log is not None:
-        with SparkContext._lock:  # the one that getOrCreate takes: one JVM per process
-            if SparkContext._gateway is None:
-                _launch_jvm(options, log)
+    with SparkContext._lock:  # the one that getOrCreate takes: one JVM per process
+        _forget_a_dead_jvm()
+        if log is not None and SparkContext._gateway is None:
+            _launch_jvm(options, log)
     builder = SparkSession.builder
     for key, value in options.items():
         builder = builder.config(key, value)
@@ -57,6 +57,21 @@ def spark_session(app: str = "tandem", log: Path | None = None,
         "org.apache.spark.sql.catalyst.expressions.codegen.CodeGenerator",
         jvm.org.apache.logging.log4j.Level.OFF)
     return spark
+
+
+def _forget_a_dead_jvm() -> None:
+    """A JVM that exited (out of heap, killed) leaves its gateway behind, and the next session
+    would call into it: forget it, so that getOrCreate starts another."""
+    gateway = SparkContext._gateway
+    process = getattr(gateway, "proc", None)
+    if process is None or process.poll() is None:
+        return
+    SparkContext._gateway = SparkContext._jvm = SparkContext._active_spark_context = None
+    SparkSession._instantiatedSession = SparkSession._activeSession = None
+    try:
+        gateway.shutdown()
+    except Exception:  # noqa: BLE001 - its sockets went with the JVM
+        pass
 
 
 def _launch_jvm(options: dict[str, str], log: Path) -> None:

@@ -598,7 +598,8 @@ def calibrate_command(
 def bench_command(
     quick: Annotated[bool, typer.Option(help="Q1 and Q5 at 2k and 20k tuples/s, the four main plans (about 6 min).")] = False,
     queries: Annotated[str, typer.Option(help="Comma-separated queries.")] = "q1,q2,q3,q4,q5,q6",
-    rates: Annotated[str, typer.Option(help="Comma-separated rates, tuples/s; the sweep doubles past them until every plan is infeasible.")] = "1000,2000,5000,10000,20000,40000",
+    rates: Annotated[str, typer.Option(help="Comma-separated rates, tuples/s.")] = "1000,2000,5000,10000,20000,40000",
+    extend: Annotated[bool, typer.Option(help="The sweep doubles past the rates until every plan is infeasible.")] = True,
     others: Annotated[int, typer.Option(help="Other plans of phase two's space sampled per point.")] = 2,
     measure: Annotated[float, typer.Option(help="Event seconds measured per plan, in 1-s micro-batches.")] = 10.0,
     precision: Annotated[float, typer.Option(help="Bisection narrows the max rates of the optimiser, pure-Spark and pure-DuckDB until the smallest rate each fell behind at is within this factor of the largest it kept up with (0: no bisection).")] = 1.1,
@@ -627,7 +628,7 @@ def bench_command(
             try:
                 chosen = dict(queries=[q.strip() for q in queries.split(",") if q.strip()],
                               rates=[float(r) for r in rates.split(",")], others=others,
-                              measure=measure, precision=precision if precision > 1 else None)
+                              extend=extend, measure=measure, precision=precision if precision > 1 else None)
             except ValueError:
                 raise TandemError(f"--rates {rates!r}: give numbers separated by commas") from None
     command = " ".join(["tandem bench", *sys.argv[2:]])  # as typed, for the report

@@ -247,3 +247,33 @@ def test_the_flink_comparison_takes_the_best_formulation_and_both_ratios():
     assert compared["q1"]["ratio"] == {"csv": None, "best": None}  # Tandem not measured
     assert compared["q5"]["max_rate"] == (1.26e6, None)
     assert compared["q5"]["ratio"] == pytest.approx({"csv": 3e6 / 1.26e6, "best": 4e6 / 1.26e6})
+
+
+def test_a_plan_that_runs_out_of_memory_fails_its_point_and_the_sweep_goes_on(monkeypatch,
+                                                                            tmp_path):
+    """Pure-Spark's window state outgrew the JVM's heap at 250k tuples/s (2026-11-28): the
+    sweep records the error, carries it to the higher rates and measures the other plans."""
+    import benchmarking.bench as bench
+    from benchmarking.measure import Capacity
+    from benchmarking.report import write
+    from optimizer.errors import TandemError
+
+    def fake(plan, rate, **_):
+        if set(plan.optimization.plan.placement.values()) == {"spark"}:
+            raise TandemError("the Spark query failed: StreamingQueryException: Java heap space"
+                              " (details in /tmp/x/spark.log; `--resume` continues)")
+        return Capacity(round(rate * 20), 10.0, 10, False)
+
+    monkeypatch.setattr(bench, "capacity", fake)
+    monkeypatch.setattr(bench, "warmup_stream", lambda rate, warmup: [])
+    points = bench.sweep(["q5"], [1_000, 2_000], others=0, measure=1.0, extend=False,
+                         precision=None)
+    spark = [p.role(SPARK) for p in points]
+    assert [m.failed for m in spark] == ["the Spark query failed: StreamingQueryException: "
+                                         "Java heap space"] * 2
+    assert [m.carried_from for m in spark] == [None, 1_000] and max_rate(points, SPARK) == 0
+    assert max_rate(points, DUCKDB) == 2_000 and len(points) == 2
+    report = write(points, tmp_path / "day", "tandem bench", "none", 1.0, "buckets",
+                   latest=False).read_text()
+    assert "| 1,000 | failed |" in report and "| 2,000 | (failed at 1,000) |" in report
+    assert "Q5 at 1,000 tuples/s, pure-Spark: the Spark query failed" in report

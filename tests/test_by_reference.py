@@ -104,6 +104,53 @@ def test_canonical_csv_is_judged_row_by_row_in_duckdb(tmp_path):
     assert read_alike(tmp_path, PLUGS) == []
 
 
+def fields_read(directory: Path) -> list[str]:
+    """The files of ``directory``, each a micro-batch in turn, whose rows DuckDB's CSV reader
+    gave, not their lines."""
+    con, high_water, found = duckdb.connect(), None, []
+    for name in landed_files(directory):
+        read = FileReferences(PLUGS, (directory / name,), high_water, LATENESS, SLIDE).read(con)
+        found += [name] if "__fields_" in read.rows else []
+        read.close(con)
+        high_water = read.high_water
+    return found
+
+
+# How a canonical CSV file is changed (lines -> bytes), and who reads it then: DuckDB's CSV
+# reader ("fields"); DuckDB by its lines (the reader skips blank lines and takes a line of
+# another field count for an error, and only lines number a row to quarantine); or, off the
+# canonical grammar, the Python source.
+CSV_CHANGES = {
+    "none": (lambda lines: "\n".join(lines).encode() + b"\n", "fields"),
+    "no header": (lambda lines: "\n".join(lines[1:]).encode() + b"\n", "fields"),
+    "no last line end": (lambda lines: "\n".join(lines).encode(), "fields"),
+    "byte-order mark": (lambda lines: b"\xef\xbb\xbf" + "\n".join(lines).encode(), "fields"),
+    "blank line": (lambda lines: "\n".join(lines[:5] + [""] + lines[5:]).encode(), "lines"),
+    "blank last line": (lambda lines: "\n".join(lines).encode() + b"\n\n", "lines"),
+    "a field short": (lambda lines: "\n".join(
+        lines[:5] + [lines[5].rsplit(",", 1)[0]] + lines[6:]).encode(), "lines"),
+    "a late row": (lambda lines: "\n".join(
+        lines + [f"9000001,{int(float(lines[1].split(',')[1])) - 40},1.5,1,1,0,0"]).encode(),
+        "lines"),
+    "quoted field": (lambda lines: "\n".join(
+        lines[:5] + ['"' + lines[5].replace(",", '","') + '"'] + lines[6:]).encode(), "python"),
+    "blank around a value": (lambda lines: "\n".join(
+        lines[:5] + [lines[5].replace(",", ", ", 1)] + lines[6:]).encode(), "python"),
+    "carriage return": (lambda lines: "\r\n".join(lines).encode(), "python"),
+    "not UTF-8": (lambda lines: "\n".join(lines[:5]).encode() + b"\n9,\xff\n", "python"),
+}
+
+
+@pytest.mark.parametrize("change", CSV_CHANGES)
+def test_csv_read_by_duckdbs_reader_is_judged_as_by_its_lines(tmp_path, change):
+    files = SmartPlugs(rate=200).write_files(tmp_path, 30, file_seconds=10)
+    write, reader = CSV_CHANGES[change]
+    files[2].write_bytes(write(files[2].read_text().splitlines()))
+    assert read_alike(tmp_path, PLUGS) == ([files[2].name] if reader == "python" else [])
+    by_fields = [f.name for f in files]
+    assert fields_read(tmp_path) == (by_fields if reader == "fields" else by_fields[:2])
+
+
 @pytest.mark.parametrize("file_format", ["parquet", "csv"])
 def test_a_stream_of_other_types_is_judged_alike(tmp_path, file_format):
     """REAL, SMALLINT, BOOLEAN and VARCHAR columns, a column that may be missing and a unique

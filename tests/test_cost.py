@@ -111,6 +111,28 @@ def test_db_op_cost_is_transfer_in_plus_sql_plus_transfer_out(unit_catalog, unit
     assert both.memory == pytest.approx(1000 * 5)
 
 
+def test_by_reference_the_store_keeps_only_the_windows_read_as_rows(unit_catalog, unit_profile):
+    duckdb = unit_profile.functions["duckdb"] | {"store": {"per_tuple": 0.0002}}
+    profile = dataclasses.replace(unit_profile, functions=unit_profile.functions | {
+        "duckdb": duckdb})
+    plan, model = model_for(COUNT_BY_K, unit_catalog, profile)
+    select, agg = node(plan, Select), node(plan, Aggregate)
+    # The window's rows feed the COUNT's partials only: none moves in or is stored, so of the
+    # transfer in only its 0.01 per batch stays (partials 0.005, SQL 0.012, as by value).
+    both = model.db(frozenset({select, agg}), agg, to_sink=True, by_reference=True)
+    assert both.u == pytest.approx(0.01 + 0.005 + 0.012)
+    # A relation Spark computes still crosses by value: the selection's 50 tuples/s.
+    assert model.db(frozenset({agg}), agg, to_sink=True, by_reference=True).u == \
+        pytest.approx(50 * 0.001 + 0.01 + 0.005 + 0.012)
+    # A MEDIAN reads the window's rows at every slide: its 100 tuples/s are stored (0.0002
+    # each), and it reads the 1000 rows of the window (4e-5 each) after the SQL's 0.01.
+    plan, model = model_for("SELECT k, window_end, MEDIAN(v) AS m FROM HOP(s, ts, INTERVAL "
+                            "'1' SECOND, INTERVAL '10' SECONDS) GROUP BY k", unit_catalog, profile)
+    median = node(plan, Aggregate)
+    assert model.db(frozenset({median}), median, to_sink=True, by_reference=True).u == \
+        pytest.approx(100 * 0.0002 + 0.01 + 0.01 + 1000 * 4e-5)
+
+
 def test_plan_costs_eq_6_5_and_6_6(unit_catalog, unit_profile):
     plan, model = model_for(COUNT_BY_K, unit_catalog, unit_profile)
     spark = evaluate(plan, uniform(plan, "spark"), model)

@@ -182,3 +182,25 @@ def test_what_another_thread_prints_while_spark_starts_reaches_the_terminal(tmp_
     assert "the other thread's line" in done.stderr
     assert "the other thread's line" not in log.read_text()
     assert "Spark" in log.read_text() and "Spark" not in done.stderr  # its start-up noise
+
+
+# A JVM that ran out of heap and exited under one measurement of `tandem bench` took the next
+# measurement's session with it (ConnectionRefusedError), and the sweep ended there.
+AFTER_A_DEAD_JVM = """
+import sys
+from pathlib import Path
+from rowstream.session import spark_session
+
+log = Path(sys.argv[1])
+first = spark_session(log=log)
+first.sparkContext._gateway.proc.kill()
+first.sparkContext._gateway.proc.wait()
+print(spark_session(log=log).range(7).count())
+"""
+
+
+def test_a_session_after_the_jvm_died_starts_another(tmp_path):
+    done = subprocess.run([sys.executable, "-c", AFTER_A_DEAD_JVM, str(tmp_path / "spark.log")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["7"]
