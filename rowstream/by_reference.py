@@ -280,10 +280,10 @@ class _Batch:
     def _csv_fields(self, number: int, path: Path) -> _Scan | None:
         """A CSV file read by DuckDB's own CSV reader, in parallel, into a temporary table of
         its rows typed where every line is canonical; None for any other file, which its lines
-        then judge (``_csv``). The reader skips blank lines and drops a byte-order mark where
-        the Python source does not or does, so a file with a line end other than \\n, or whose
-        rows are fewer than its lines, is left to the lines. Its rows are not numbered: a file
-        with a row to quarantine is judged again by its lines (``add``)."""
+        then judge (``_csv``). The reader skips blank lines, which the Python source counts as
+        rows, so a file with a line end other than \\n, or with fewer rows than lines, is left
+        to its lines. Its rows are not numbered: a file with a row to quarantine is judged again
+        by its lines (``add``)."""
         schema = self.schema
         try:
             data = path.read_bytes()
@@ -309,13 +309,14 @@ class _Batch:
                 "quote = '', escape = '', auto_detect = false, strict_mode = true, "
                 "null_padding = false))")
         except duckdb.Error:  # a line of another field count, bytes that are not UTF-8
+            rows, all_clean = -1, False
+        else:
+            rows, all_clean = self.con.execute(
+                f"SELECT count(*), coalesce(bool_and(clean), TRUE) FROM {table}").fetchall()[0]
+        if rows != lines - header or not all_clean:
             self.con.execute(f"DROP TABLE IF EXISTS {table}")
             return None
         self.temporary.append(table)
-        rows, all_clean = self.con.execute(
-            f"SELECT count(*), coalesce(bool_and(clean), TRUE) FROM {table}").fetchall()[0]
-        if rows != lines - header or not all_clean:
-            return None
         return _Scan(table, _typed_landed(schema, {c: identifier(c) for c in schema.names},
                                           str(len(schema.columns))), None)
 
