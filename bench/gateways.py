@@ -84,7 +84,7 @@ def main() -> None:
     bench = RESULTS / "bench.json"
     merged = json.loads(bench.read_text()) if bench.exists() else {}
     limits = merged.setdefault("limits", {}).setdefault("duckdb", {})
-    for query in dict.fromkeys(r["query"] for r in runs):
+    for query in dict.fromkeys(r["query"] for r in runs if r["system"] == LIMIT):
         limits[query] = {"max_rate": _median(runs, query, LIMIT), "offered": args.rate,
                          "placement": args.placement, "command": _command(runs, args)}
     bench.write_text(json.dumps(merged, indent=1) + "\n")
