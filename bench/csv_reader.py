@@ -26,12 +26,12 @@ from runtime.settings import example_stream
 from workload.smart_plugs import SmartPlugs
 
 RESULTS = Path(__file__).resolve().parent / "results"
+PLUGS = example_stream("plugs")
+EVERY = ", ".join(f"max({c})" for c in PLUGS.names)  # the pass the panes' upkeep makes
 
 
 def read_seconds(path: Path, by_lines: bool) -> float:
     """One landed file read, judged and passed over once, as a batch of its own."""
-    plugs = example_stream("plugs")
-    every = ", ".join(f"max({c})" for c in plugs.names)
     fields = by_reference._Batch._csv_fields
     if by_lines:
         by_reference._Batch._csv_fields = lambda self, number, path: None
@@ -39,8 +39,8 @@ def read_seconds(path: Path, by_lines: bool) -> float:
         con = duckdb.connect()
         con.execute("SET TimeZone = 'UTC'")
         started = time.perf_counter()
-        read = FileReferences(plugs, (path,), None, 5.0, 1.0).read(con)
-        con.execute(f"SELECT {every} FROM ({read.rows})").fetchall()
+        read = FileReferences(PLUGS, (path,), None, 5.0, 1.0).read(con)
+        con.execute(f"SELECT {EVERY} FROM ({read.rows})").fetchall()
         took = time.perf_counter() - started
         assert ("__fields_" in read.rows) != by_lines, "the file was not read the way asked"
         read.close(con)
