@@ -39,6 +39,7 @@ source does.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -105,11 +106,12 @@ def canonical_field(kind: str) -> str:
     return _CANONICAL[kind]
 
 
-def canonical(schema: StreamSchema) -> str:
+def canonical(schema: StreamSchema, narrower: Mapping[str, str] | None = None) -> str:
     """The canonical grammar of a CSV line of the stream (module docstring), in the syntax
     Java's and DuckDB's regular expressions share; an empty field is a missing value to both
-    parsers."""
-    return "^" + ",".join(f"({canonical_field(t)})?" for _, t in schema.columns) + "$"
+    parsers. ``narrower``: a grammar within the canonical one for some types."""
+    grammar = {**_CANONICAL, **(narrower or {})}
+    return "^" + ",".join(f"({grammar[t]})?" for _, t in schema.columns) + "$"
 # Every task reads whole files, one at a time: no file is larger.
 WHOLE_FILES = {"spark.sql.files.maxPartitionBytes": str(1 << 40),
                "spark.sql.files.openCostInBytes": str(1 << 40)}

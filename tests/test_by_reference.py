@@ -116,6 +116,11 @@ def fields_read(directory: Path) -> list[str]:
     return found
 
 
+def _field_set(line: str, index: int, text: str) -> str:
+    fields = line.split(",")
+    return ",".join([*fields[:index], text, *fields[index + 1:]])
+
+
 # How a canonical CSV file is changed (lines -> bytes), and who reads it then: DuckDB's CSV
 # reader ("fields"); DuckDB by its lines (the reader skips blank lines and takes a line of
 # another field count for an error, and only lines number a row to quarantine); or, off the
@@ -131,6 +136,9 @@ CSV_CHANGES = {
         lines[:5] + [lines[5].rsplit(",", 1)[0]] + lines[6:]).encode(), "lines"),
     "a late row": (lambda lines: "\n".join(
         lines + [f"9000001,{int(float(lines[1].split(',')[1])) - 40},1.5,1,1,0,0"]).encode(),
+        "lines"),
+    "a time to the nanosecond": (lambda lines: "\n".join(lines[:5] + [_field_set(
+        lines[5], 1, lines[5].split(",")[1].split(".")[0] + ".123456789")] + lines[6:]).encode(),
         "lines"),
     "quoted field": (lambda lines: "\n".join(
         lines[:5] + ['"' + lines[5].replace(",", '","') + '"'] + lines[6:]).encode(), "python"),
@@ -149,6 +157,27 @@ def test_csv_read_by_duckdbs_reader_is_judged_as_by_its_lines(tmp_path, change):
     assert read_alike(tmp_path, PLUGS) == ([files[2].name] if reader == "python" else [])
     by_fields = [f.name for f in files]
     assert fields_read(tmp_path) == (by_fields if reader == "fields" else by_fields[:2])
+
+
+@pytest.mark.parametrize("seconds, reader", [(2**32 - 40, "fields"), (2**32, "lines")],
+                         ids=["below-2^32-s", "from-2^32-s"])
+def test_csv_times_near_2_to_the_32_seconds_are_read_exactly(tmp_path, seconds, reader):
+    """DuckDB's CSV reader reads a time as a double, exact below 2^32 s
+    (``by_reference._read_value``), where the microseconds are most at risk."""
+    [path] = SmartPlugs(rate=50_000).write_files(tmp_path, 10, 10)
+    lines = path.read_text().splitlines()
+    shift = seconds - int(float(lines[1].split(",")[1]))
+    shifted = [lines[0]] + [",".join([f[0], _plus(f[1], shift), *f[2:]])
+                            for f in (line.split(",") for line in lines[1:])]
+    path.write_text("\n".join(shifted) + "\n")
+    assert read_alike(tmp_path, PLUGS) == []
+    assert fields_read(tmp_path) == ([path.name] if reader == "fields" else [])
+
+
+def _plus(seconds: str, shift: int) -> str:
+    """A canonical time's text, ``shift`` whole seconds later, its fraction as written."""
+    whole, dot, fraction = seconds.partition(".")
+    return f"{int(whole) + shift}{dot}{fraction}"
 
 
 @pytest.mark.parametrize("file_format", ["parquet", "csv"])
