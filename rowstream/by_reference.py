@@ -280,9 +280,9 @@ class _Batch:
     def _csv_fields(self, number: int, path: Path) -> _Scan | None:
         """A CSV file read by DuckDB's own CSV reader, in parallel, into a temporary table of
         its rows typed, where every line is canonical, a time narrower still (``_read_value``);
-        None for any other file, which its lines then judge (``_csv``). The file is read twice, both times faster than one regular
-        expression per field: as lines, each matched against the canonical line at once, and
-        then by its fields, which the reader types itself. The reader skips blank lines, which
+        None for any other file, which its lines then judge (``_csv``). The file is read
+        twice, each time faster than by a regular expression per field: as lines, each matched
+        against the canonical line at once, and by its fields, which the reader types itself. The reader skips blank lines, which
         the Python source counts as rows, so a file with a line end other than \\n, or with
         fewer canonical rows than lines, is left to its lines. Its rows are not numbered: a
         file with a row to quarantine is judged again by its lines (``add``)."""

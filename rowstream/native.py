@@ -112,6 +112,8 @@ def canonical(schema: StreamSchema, narrower: Mapping[str, str] | None = None) -
     parsers. ``narrower``: a grammar within the canonical one for some types."""
     grammar = {**_CANONICAL, **(narrower or {})}
     return "^" + ",".join(f"({grammar[t]})?" for _, t in schema.columns) + "$"
+
+
 # Every task reads whole files, one at a time: no file is larger.
 WHOLE_FILES = {"spark.sql.files.maxPartitionBytes": str(1 << 40),
                "spark.sql.files.openCostInBytes": str(1 << 40)}
