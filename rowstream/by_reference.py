@@ -282,10 +282,11 @@ class _Batch:
         its rows typed, where every line is canonical, a time narrower still (``_read_value``);
         None for any other file, which its lines then judge (``_csv``). The file is read
         twice, each time faster than by a regular expression per field: as lines, each matched
-        against the canonical line at once, and by its fields, which the reader types itself. The reader skips blank lines, which
-        the Python source counts as rows, so a file with a line end other than \\n, or with
-        fewer canonical rows than lines, is left to its lines. Its rows are not numbered: a
-        file with a row to quarantine is judged again by its lines (``add``)."""
+        against the canonical line at once, and by its fields, which the reader types itself.
+        The reader skips blank lines, which the Python source counts as rows, so a file with a
+        line end other than \\n, or with fewer canonical rows than lines, is left to its
+        lines. Its rows are not numbered: a file with a row to quarantine is judged again by
+        its lines (``add``)."""
         schema = self.schema
         try:
             data = path.read_bytes()
@@ -318,12 +319,7 @@ class _Batch:
             self.con.execute(
                 f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT {typed} FROM read_csv("
                 f"{source}, columns = {{{fields}}}, delim = ',', {options})")
-            below = [f"coalesce(max({identifier(c)}) < {literal(_SECONDS_BELOW)}, TRUE)"
-                     for c, t in schema.columns if t == "TIMESTAMP"]
-            if below and not self.con.execute(
-                    f"SELECT {' AND '.join(below)} FROM {table}").fetchall()[0][0]:
-                raise duckdb.Error("a time beyond the fields' read (_read_value)")
-        except duckdb.Error:  # bytes that are not UTF-8, a line with \x01, a file gone
+        except duckdb.Error:  # not UTF-8, a line with \x01, a time from 2^32 s, a file gone
             self.con.execute(f"DROP TABLE IF EXISTS {table}")
             return None
         self.temporary.append(table)
@@ -443,10 +439,9 @@ def _field(index: int) -> str:
 # How DuckDB's CSV reader reads a canonical field that it cannot type as the Python source
 # does (``_read_value``): a REAL is rounded from a double, and a time is Unix seconds, read as a
 # double where its text is narrower than the canonical one (``_READ_NARROWER``) and its value
-# below 2^32 s (``_SECONDS_BELOW``: a file with a later time is left to its lines).
+# below 2^32 s (a file with a later time is left to its lines).
 _READ_AS = {"REAL": "DOUBLE", "TIMESTAMP": "DOUBLE"}
 _READ_NARROWER = {"TIMESTAMP": "[0-9]{1,10}(\\.[0-9]{1,6})?"}
-_SECONDS_BELOW = datetime(2106, 2, 7, 6, 28, 16)  # 2^32 s after the epoch
 
 
 def _read_value(read: str, kind: str) -> str:
@@ -456,10 +451,11 @@ def _read_value(read: str, kind: str) -> str:
     A time of m µs, m < 2^32 · 10^6 < 2^52, written with at most six fractional digits, is the
     nearest double d to m / 10^6, and its product with 10^6 is rounded once more: both errors
     are at most half an ulp, so |fl(d · 10^6) − m| ≤ 10^6 · 2^-22 + 2^-1 · 2^-1 < 0.24 + 0.25 <
-    1/2, and rounding gives m exactly. Rounding is monotone, so a time read at or beyond
-    2^32 s shows as one (``_SECONDS_BELOW``)."""
+    1/2, and rounding gives m exactly. Rounding is monotone, so a time at or beyond 2^32 s
+    reads as one, and the read fails there."""
     if kind == "TIMESTAMP":
-        return f"make_timestamp(CAST(round({read} * 1000000) AS BIGINT))"
+        return (f"CASE WHEN {read} >= {2 ** 32} THEN error('a time from 2^32 s') "
+                f"ELSE make_timestamp(CAST(round({read} * 1000000) AS BIGINT)) END")
     return _value(read, kind) if kind in _READ_AS else read
 
 
