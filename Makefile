@@ -59,10 +59,11 @@ test: $(STAMP) $(JSA) system-packages
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not peers"
 
-# Every placement of the integration tests' samples, not one per class (tests/matrix.py).
+# Every placement of the integration tests' samples, not one per class (tests/matrix.py), and
+# the optimiser's exhaustive check of J5 at every rate and overlap (tests/test_search.py).
 test-matrices: $(STAMP) $(JSA) system-packages
 	TANDEM_FULL_MATRICES=1 $(BIN)/python -m pytest -q tests/test_disorder.py tests/test_run.py \
-	  tests/test_progress.py tests/test_migration_run.py tests/test_cluster.py
+	  tests/test_progress.py tests/test_migration_run.py tests/test_cluster.py tests/test_search.py
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not integration"

@@ -35,7 +35,7 @@ from rowstream.landing import landed_files
 from rowstream.mig import EPOCH, Mig
 from runtime.explain import Explanation
 from runtime.run import catalog_streams, default_lateness, run, scratch, stream_schema
-from runtime.spec import RunSpec
+from runtime.spec import FILES_PER_BATCH, RunSpec
 from workload.smart_plugs import DEBS_START, SmartPlugs
 
 SETTLE = 2  # measured micro-batches dropped first: the query's first jobs compile and warm up
@@ -119,12 +119,14 @@ def land(directory: Path, rate: float, warmup: float, measure: float, span: floa
 def capacity(plan: Explanation, rate: float, *, warmup: float, measure: float,
              span: float = 1.0, stream: list[pa.Table] | None = None,
              spark_design: str = "built-in", lateness: float | None = None,
-             landed: str | None = "parquet", gateway: str = "auto") -> Capacity:
+             landed: str | None = "parquet", gateway: str = "auto",
+             files_per_batch: int = FILES_PER_BATCH) -> Capacity:
     """Fill the windows with ``warmup`` seconds of event time, then run ``measure`` seconds in
     micro-batches of ``span`` and count the measured ones after the first SETTLE. ``landed``:
-    the stream arrives as files of that format in a landing directory, one per micro-batch,
+    the stream arrives as files of that format in a landing directory, one per ``span``,
     written before the clock starts (the path users run), read by ``gateway``
-    (``runtime.run.landing_gateway``); None: from the generator source.
+    (``runtime.run.landing_gateway``), up to ``files_per_batch`` a batch by reference; None:
+    from the generator source.
     ``stream``:
     the generator's first ``warmup`` seconds at ``rate`` (``warmup_stream``), if the caller has
     them already; ``spark_design``: how Spark evaluates a pure-Spark plan
@@ -160,7 +162,7 @@ def capacity(plan: Explanation, rate: float, *, warmup: float, measure: float,
                     source=source, available_now=bool(landed), warmup=warmup,
                     begin=warmup if loaded else 0.0, resume=loaded, store=store_path,
                     checkpoint=Path(tmp) / "checkpoint", spark_design=spark_design,
-                    lateness=lateness, gateway=gateway),
+                    lateness=lateness, gateway=gateway, files_per_batch=files_per_batch),
             explanation=plan, on_batch=mark, stop_when=None if loaded else falling_behind)
     after = [i for i, m in enumerate(marks) if m[2] and m[2] > warm and m[1]]
     if len(after) <= SETTLE:  # stopped in the warm-up: what it reached bounds the capacity
@@ -172,25 +174,28 @@ def capacity(plan: Explanation, rate: float, *, warmup: float, measure: float,
 
 @dataclass(frozen=True)
 class _LandedFiles(ReferencedFiles):
-    """The crossing by reference without Spark: micro-batch k is the k-th landed file, as
-    Spark's file source would plan it (one file per batch, in name order)."""
+    """The crossing by reference without Spark: micro-batch k holds the k-th ``files_per_batch``
+    landed files, as Spark's file source plans them where they landed before the run (in name
+    order)."""
 
     files: tuple[Path, ...] = ()
 
     def judge(self, batch_id: int, high_water) -> FileReferences:
-        return FileReferences(self.schema, (self.files[batch_id],), high_water, self.lateness,
-                              self.slide)
+        first = batch_id * self.files_per_batch
+        return FileReferences(self.schema, self.files[first:first + self.files_per_batch],
+                              high_water, self.lateness, self.slide)
 
 
 def duckdb_alone(plan: Explanation, rate: float, *, warmup: float, measure: float,
                  span: float = 1.0, stream: list[pa.Table] | None = None,
-                 lateness: float | None = None) -> Capacity:
+                 lateness: float | None = None,
+                 files_per_batch: int = FILES_PER_BATCH) -> Capacity:
     """The DuckDB-alone limit of a plan whose operators all run in the driver's DuckDB: the
     same landed Parquet files, the same generated SQL and the same MIG (its judging, appends,
-    evaluation thread, commits and purges), fed the files one micro-batch each in a loop, with
-    no Spark. Tandem by reference differs from it only in Spark's control of each batch, so it
-    is the figure Tandem's capacity is held against. Windows filled and batches counted as
-    ``capacity`` does."""
+    evaluation thread, commits and purges), fed the files ``files_per_batch`` a micro-batch in a
+    loop, as Spark's file source would, with no Spark. Tandem by reference differs from it only
+    in Spark's control of each batch, so it is the figure Tandem's capacity is held against.
+    Windows filled and batches counted as ``capacity`` does."""
     deployment = deploy(plan.optimization.plan)
     if not reads_no_rows(deployment):
         raise TandemError(f"{plan.query.stem}: the DuckDB-alone limit runs plans whose operators "
@@ -207,12 +212,12 @@ def duckdb_alone(plan: Explanation, rate: float, *, warmup: float, measure: floa
                     warmup, lateness)
             marks: list[tuple[float, int]] = []
             gateway = _LandedFiles(stream_schema(plan), str(landing), "", lateness, slide,
-                                   files)
+                                   files_per_batch, files)
             mig = Mig(name, deployment, store, None, plan.fragments, gateway,
                       lambda report: marks.append((time.perf_counter(), report.tuples)),
                       lateness=lateness)
             try:
-                for batch_id in range(len(files)):
+                for batch_id in range(math.ceil(len(files) / files_per_batch)):
                     mig(None, batch_id)
                 mig.drain()
             finally:

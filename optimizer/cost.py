@@ -47,6 +47,11 @@ SOURCE = {"parquet": "source", "csv": "source_csv"}  # the gateway's function, b
 # DuckDB reading and judging a stream's landed files itself, by file format: the crossing by
 # reference (rowstream/by_reference.py), where every operator over the stream runs in DuckDB.
 SCAN = {"parquet": "scan", "csv": "scan_csv"}
+# The most landed files a micro-batch read by reference takes (Spark's maxFilesPerTrigger,
+# ``tandem run --files-per-batch``). A run that keeps up finds one new file per batch; one
+# that falls behind takes up to this many, so near its limit, where feasibility is decided,
+# Spark's control of a batch is paid once for this many spans.
+FILES_PER_BATCH = 4
 
 # Panes per window from which an aggregate by panes keeps two stacks (columnar/stacks.py): below,
 # merging W/β partials per group costs less than a stack's step, lookups and share of the front's
@@ -524,12 +529,13 @@ class CostModel:
         the file format's (CSV lines are parsed, Parquet's columns arrive typed); its cost per
         micro-batch, the job's, is the same for both. ``by_reference``: where every operator
         over the streams runs in DuckDB, Spark only plans and checkpoints the micro-batches
-        (its control cost per batch) and DuckDB reads and judges the files' tuples itself."""
+        (its control cost per batch of FILES_PER_BATCH files) and DuckDB reads and judges the
+        files' tuples itself (its cost per call is per file)."""
         found = [self.stats.catalog.streams[s] for s in streams]
         if by_reference:
             u = sum(s.rate * self._c(DUCKDB, SCAN[s.file_format], "per_tuple")
                     + self._per_batch(DUCKDB, SCAN[s.file_format]) for s in found)
-            return OperatorCost(u + self._per_batch(SPARK, "control"), 0.0)
+            return OperatorCost(u + self._per_batch(SPARK, "control") / FILES_PER_BATCH, 0.0)
         u = sum(s.rate * self._c(SPARK, SOURCE[s.file_format], "per_tuple") for s in found)
         return OperatorCost(u + self._per_batch(SPARK, "source"), 0.0)
 

@@ -121,8 +121,7 @@ class FileReferences(Judge):
     slide: float
 
     def read(self, con: duckdb.DuckDBPyConnection) -> Read:
-        before = None if self.high_water is None else (self.high_water - EPOCH) // US
-        batch = _Batch(self, con, before, watermark(before, self.lateness))
+        batch = _Batch(self, con)
         for number, path in enumerate(self.files):
             batch.add(number, path)
         return batch.result()
@@ -130,12 +129,15 @@ class FileReferences(Judge):
 
 @dataclass
 class _Batch:
-    """A micro-batch being read, file by file."""
+    """A micro-batch being read, file by file. A batch of several files is judged as that many
+    batches of one: each file's late rows are those at or before the watermark after the files
+    before it (``before``), so a run's rows do not depend on how many files Spark gave each
+    batch (``ReferencedFiles.files_per_batch``)."""
 
     judge: FileReferences
     con: duckdb.DuckDBPyConnection
-    before: int | None  # the high-water mark of the batches before, µs
-    mark: int | None  # their watermark, µs: rows at or before it are late
+    before: int | None = field(init=False)  # the high-water mark before the file read, µs
+    mark: int | None = field(init=False)  # its watermark, µs
     pieces: list[str] = field(default_factory=list)
     quarantined: list[pl.DataFrame] = field(default_factory=list)
     counts: list[tuple[int, datetime | None, datetime | None]] = field(default_factory=list)
@@ -147,7 +149,23 @@ class _Batch:
     def schema(self) -> StreamSchema:
         return self.judge.schema
 
+    def __post_init__(self):
+        high_water = self.judge.high_water
+        self._passed(None if high_water is None else (high_water - EPOCH) // US)
+
+    def _passed(self, before: int | None) -> None:
+        """The high-water mark before the next file is ``before`` (µs): rows at or before its
+        watermark (``mark``) are late."""
+        self.before, self.mark = before, watermark(before, self.judge.lateness)
+
     def add(self, number: int, path: Path) -> None:
+        self._add(number, path)
+        last = self.counts[-1][2]
+        if last is not None:
+            last = (last - EPOCH) // US
+            self._passed(last if self.before is None else max(self.before, last))
+
+    def _add(self, number: int, path: Path) -> None:
         scan = (_parquet(path, self.schema) if path.suffix == ".parquet"
                 else self._csv_fields(number, path) or self._csv(number, path))
         if scan is None:
@@ -482,12 +500,13 @@ class ReferencedFiles(Gateway):
     checkpoint: str
     lateness: float
     slide: float
+    files_per_batch: int = 1
 
     def stream(self, spark: SparkSession) -> DataFrame:
-        """Spark's file source over the landing directory, one file per micro-batch: it plans
-        the batches and checkpoints them; no job reads its rows."""
+        """Spark's file source over the landing directory, up to ``files_per_batch`` files per
+        micro-batch: it plans the batches and checkpoints them; no job reads its rows."""
         path = str(Path(self.directory).resolve())
-        reader = spark.readStream.option("maxFilesPerTrigger", 1)
+        reader = spark.readStream.option("maxFilesPerTrigger", self.files_per_batch)
         if native_format(self.directory) == "csv":
             return reader.option("pathGlobFilter", "*.csv").text(path)
         return (reader.schema(read_ddl(self.schema)).option("pathGlobFilter", "*.parquet")

@@ -378,7 +378,8 @@ def _gateway(kind: str, spec: RunSpec, schema: StreamSchema, root, *, lateness: 
     if kind == "native":
         return NativeFiles(schema, spec.source, str(checkpoint), lateness, slide)
     if kind == "reference":
-        return ReferencedFiles(schema, spec.source, str(checkpoint), lateness, slide)
+        return ReferencedFiles(schema, spec.source, str(checkpoint), lateness, slide,
+                               spec.files_per_batch)
     return LandingDirectory(schema, spec.source, lateness, slide,
                             **({"start_after": takeover.start_after,
                                 "high_water": takeover.high_water} if takeover else {}))

@@ -10,6 +10,7 @@ from datetime import datetime
 from pathlib import Path
 
 from columnar.store import DEFAULT_PATH
+from optimizer.cost import FILES_PER_BATCH
 from optimizer.errors import TandemError
 
 # A run fails when no micro-batch finishes for this long, seconds. The slowest batches measured
@@ -53,7 +54,9 @@ class RunSpec:
     the allowed lateness L in seconds (default: the catalog's for the stream; docs/design.md,
     Semantics); ``gateway`` how a landing directory is read (``GATEWAYS``); ``available_now``
     reads the files that have landed since the checkpoint's last batch and stops (Spark's
-    availableNow trigger). For the generator: ``topology`` its houses, households and plugs,
+    availableNow trigger); by reference, a micro-batch takes up to ``files_per_batch`` of the
+    files that have landed, each judged as a batch of its own (``rowstream/by_reference.py``).
+    For the generator: ``topology`` its houses, households and plugs,
     ``steps`` its rate steps (``workload.smart_plugs.SmartPlugs``), ``warmup`` seconds of event
     time first in micro-batches of a minute (benchmarks fill the windows so), and the event
     time before ``begin`` is skipped (a benchmark that loaded it into the store resumes after).
@@ -75,6 +78,7 @@ class RunSpec:
     source: str = "generator"
     gateway: str = "auto"
     batch: float | None = None
+    files_per_batch: int = FILES_PER_BATCH
     lateness: float | None = None
     available_now: bool = False
     rate: float = 1000.0
@@ -99,6 +103,8 @@ class RunSpec:
             raise TandemError(f"--lateness {self.lateness:g}: give a lateness of 0 seconds or more")
         if self.batch is not None and self.batch <= 0:
             raise TandemError(f"--batch {self.batch:g}: give a positive span of event time")
+        if self.files_per_batch < 1:
+            raise TandemError(f"--files-per-batch {self.files_per_batch}: give 1 or more")
         if not self.generated and not Path(self.source).is_dir():
             raise TandemError(f"--source {self.source!r}: give 'generator' or a landing directory "
                               "(CSV or Parquet files)")

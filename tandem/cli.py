@@ -27,6 +27,7 @@ from optimizer.logical import Node, Window
 from optimizer.migration import moved
 from optimizer.physical import PARTIAL
 from runtime.explain import Explanation, explain
+from runtime.spec import FILES_PER_BATCH
 
 app = typer.Typer(help="Tandem: windowed SPJA continuous queries across Spark and DuckDB.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
@@ -195,6 +196,7 @@ def run_command(
     lateness: Lateness = None,
     stall_timeout: Annotated[float, typer.Option(min=1.0, help="Stop with an error when no micro-batch finishes for this long, seconds.")] = 600.0,
     gateway: Annotated[str, typer.Option(help="How a landing directory is read: auto (DuckDB reads the files by reference, else Spark's own file source, where either fits), reference, native or python (docs/execution.md).")] = "auto",
+    files_per_batch: Annotated[int, typer.Option(min=1, help="The most landed files a micro-batch read by reference takes: one while the run keeps up, up to this many while it catches up, each judged as a batch of its own.")] = FILES_PER_BATCH,
     adaptive: Annotated[bool, typer.Option(help="Re-optimise at the observed rate and migrate the plan live when a better one pays for its migration (docs/adaptive.md); `tandem migrate` asks for a migration by hand.")] = False,
     steps: Annotated[str, typer.Option(help="Rate steps of the generator: SECOND:RATE,... (60:40000,120:2000).")] = "",
     migrate_at: Annotated[list[str] | None, typer.Option(help="With --adaptive: migrate once the stream passes SECOND of event time, SECOND:PLACEMENT:ms|pt (300:duckdb:pt); repeat it for more.")] = None,
@@ -220,7 +222,8 @@ def run_command(
         spec = RunSpec(query, placement=placement, rate=rate, duration=duration, batch=batch,
                        source=source, catalog=catalog, profile=profile, store=store,
                        resume=resume, spark_design=spark_design, lateness=lateness,
-                       stall_timeout=stall_timeout, gateway=gateway, steps=rate_steps)
+                       stall_timeout=stall_timeout, gateway=gateway,
+                       files_per_batch=files_per_batch, steps=rate_steps)
     with user_errors(query):
         plan = explain(query, rate=rate, catalog=catalog, profile=profile, placement=placement,
                        file_format=landing_format(source))

@@ -13,7 +13,8 @@ A placement's class is what decides which code runs it (docs/design.md, Contract
 Two placements of one class run the same gateway, the same MIG paths and the same root; they
 differ in which DB-op SQL runs, which ``tests/test_reference.py`` checks for every placement
 without Spark. ``make test`` runs one placement per class, spreading the classes over the
-queries; ``make test-matrices`` (``TANDEM_FULL_MATRICES=1``) runs every placement of the sample.
+queries; ``make test-matrices`` (``TANDEM_FULL_MATRICES=1``) runs every placement of the sample
+(and ``tests/test_search.py`` checks J5 against its exhaustive enumeration everywhere).
 """
 
 from __future__ import annotations

@@ -104,6 +104,36 @@ def test_canonical_csv_is_judged_row_by_row_in_duckdb(tmp_path):
     assert read_alike(tmp_path, PLUGS) == []
 
 
+@pytest.mark.parametrize("planted", [
+    lambda d: plant_parquet(d, SmartPlugs(rate=200), 50, 10),
+    lambda d: plant(d, SmartPlugs(rate=200), 40, 10), canonical_failures],
+    ids=["parquet-planted", "csv-planted", "csv-canonical"])
+def test_a_batch_of_several_files_is_judged_as_batches_of_one(tmp_path, planted):
+    """Spark gives a batch several files where a run catches up (``files_per_batch``): each
+    file's late rows are judged against the rows of the files before it in the batch too."""
+    planted(tmp_path)
+    files = [tmp_path / name for name in landed_files(tmp_path)]
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    high_water, admitted, quarantined = None, [], []
+    for path in files:
+        read = FileReferences(PLUGS, (path,), high_water, LATENESS, SLIDE).read(con)
+        admitted.append(pl.from_arrow(con.sql(read.rows).to_arrow_table()))
+        quarantined.append(pl.from_arrow(read.quarantined))
+        read.close(con)
+        high_water = read.high_water
+    together = FileReferences(PLUGS, tuple(files), None, LATENESS, SLIDE).read(con)
+    columns = ["origin", "rule", "reason"]
+    late = pl.concat(quarantined).filter(pl.col("rule") == "late")
+    assert late.height  # the files hold rows late against an earlier file's
+    assert (pl.from_arrow(con.sql(together.rows).to_arrow_table()).sort(PLUGS.names)
+            .equals(pl.concat(admitted).sort(PLUGS.names)))
+    assert (pl.from_arrow(together.quarantined).select(columns).sort(columns)
+            .equals(pl.concat(quarantined).select(columns).sort(columns)))
+    assert together.high_water == high_water
+    assert together.tuples == sum(frame.height for frame in admitted)
+
+
 def fields_read(directory: Path) -> list[str]:
     """The files of ``directory``, each a micro-batch in turn, whose rows DuckDB's CSV reader
     gave, not their lines."""

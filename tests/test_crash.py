@@ -21,7 +21,7 @@ from optimizer import load_catalog, load_profile, optimize
 from rowstream.eventtime import LATE, US, watermark
 from runtime.microbatch import run_microbatch
 from runtime.run import default_checkpoint, run
-from runtime.spec import RunSpec
+from runtime.spec import FILES_PER_BATCH, RunSpec
 from tests.conftest import QUERIES, lost_and_duplicated, query_sql, short
 from tests.crash.points import POINTS, REFERENCE_POINTS, environment
 from tests.test_reference import assert_same_rows
@@ -114,33 +114,38 @@ def landing(tmp_path_factory) -> list[Path]:
                               disorder=Disorder(tail=0.3))
 
 
-def run_args(landing: list[Path], store: Path, placement: str, gateway: str) -> list[str]:
+def run_args(landing: list[Path], store: Path, placement: str, gateway: str,
+             files_per_batch: int = 1) -> list[str]:
     return ["run", short("q5"), "--placement", placement, "--source", str(landing[0].parent),
-            "--store", str(store), "--lateness", LATENESS, "--gateway", gateway]
+            "--store", str(store), "--lateness", LATENESS, "--gateway", gateway,
+            "--files-per-batch", str(files_per_batch)]
 
 
-def where(point: str, batch: int, landing: list[Path]) -> str:
-    """A crash point's place: micro-batch ``batch``, named by its id or by its file."""
-    return landing[batch].name if point in ("file-read", "spark-offsets") else str(batch)
+def where(point: str, batch: int, landing: list[Path], files_per_batch: int = 1) -> str:
+    """A crash point's place: micro-batch ``batch``, named by its id or by its last file (the
+    files landed before the run, so every batch takes ``files_per_batch``)."""
+    if point in ("file-read", "spark-offsets"):
+        return landing[(batch + 1) * files_per_batch - 1].name
+    return str(batch)
 
 
 def assert_chain_resumes_exactly_once(landing: list[Path], store: Path, placement: str,
                                       reliability, points: list[str], command: str,
-                                      gateway: str = "auto") -> None:
+                                      gateway: str = "auto", files_per_batch: int = 1) -> None:
     """Kill the run at each of ``points`` in turn, the n-th in micro-batch n + 1 (the first
     has state on both sides by then), each kill a resume of the run before; then resume it
     to its end, in this process: the resume is not killed, and a new JVM's start is most of
     what a short run costs."""
-    args = run_args(landing, store, placement, gateway)
+    args = run_args(landing, store, placement, gateway, files_per_batch)
     for batch, point in enumerate(points, start=1):
         killed = tandem(*args, *(["--resume"] if batch > 1 else []),
-                        crash=f"{point}:{where(point, batch, landing)}")
+                        crash=f"{point}:{where(point, batch, landing, files_per_batch)}")
         assert killed.returncode == -signal.SIGKILL, (
             f"the run did not reach the crash point {point} ({EVERY_POINT[point]}) in micro-batch "
             f"{batch}: {killed.stderr[-2000:]}")
     summary = run(RunSpec(short("q5"), placement=placement, source=str(landing[0].parent),
                           store=str(store), lateness=float(LATENESS), resume=True,
-                          gateway=gateway))
+                          gateway=gateway, files_per_batch=files_per_batch))
     assert gateway in ("auto", summary.gateway)
     assert_exact(contents(store, "q5"), expected(landing), reliability, command, points)
 
@@ -166,8 +171,8 @@ def last_batch(state: Path) -> int:
 
 def test_a_killed_microbatch_run_resumes_exactly_once(tmp_path, landing, reliability):
     # Two scheduled runs, the first over four files and the second over the rest. The second
-    # is killed at the file-read of its second file, and its resume inside the DuckDB commit
-    # of the micro-batch that reads that file again. The runs that are not killed run in this
+    # is killed at the file-read of its first micro-batch (which takes up to four files), and
+    # its resume inside the DuckDB commit of the micro-batch that reads those files again. The runs that are not killed run in this
     # process, where `tandem microbatch` would put their state (TANDEM_STATE).
     state, target = tmp_path / "state", tmp_path / "state" / "landing"
 
@@ -178,7 +183,8 @@ def test_a_killed_microbatch_run_resumes_exactly_once(tmp_path, landing, reliabi
     land(landing, target, slice(0, 4))
     scheduled()
     land(landing, target, slice(4, None))
-    for crash in (f"file-read:{landing[5].name}", None):
+    first = landing[min(4 + FILES_PER_BATCH, len(landing)) - 1]  # the first batch's last file
+    for crash in (f"file-read:{first.name}", None):
         crash = crash or f"duckdb-write:{last_batch(state) + 1}"
         killed = tandem("microbatch", short("q5"), "--lateness", LATENESS, state=state,
                         crash=crash)
@@ -203,18 +209,24 @@ SPLIT_POINTS = ["arrival", "duckdb-write"]
 
 # Each gateway once, each format once, and each placement where the rows are judged (the
 # driver's MIG, or the executors): the format decides how the files are parsed, not the protocol.
-@pytest.mark.parametrize("file_format, placement, gateway, points", [
-    ("parquet", "duckdb", "reference", BY_REFERENCE_POINTS),
-    ("csv", "select_1=spark,aggregate_1=duckdb,aggregate_2=duckdb", "native", NATIVE_POINTS),
-    ("parquet", "duckdb-partitioned", "native", PARTITIONED_POINTS),
-    ("parquet", "select_1=spark,aggregate_1=split,aggregate_2=duckdb", "native", SPLIT_POINTS)])
+# By reference, also with batches of two files, each judged as a batch of its own.
+@pytest.mark.parametrize("file_format, placement, gateway, points, files_per_batch", [
+    ("parquet", "duckdb", "reference", BY_REFERENCE_POINTS, 1),
+    ("csv", "duckdb", "reference", ["file-read", "committed-unread", "duckdb-write"], 2),
+    ("csv", "select_1=spark,aggregate_1=duckdb,aggregate_2=duckdb", "native", NATIVE_POINTS, 1),
+    ("parquet", "duckdb-partitioned", "native", PARTITIONED_POINTS, 1),
+    ("parquet", "select_1=spark,aggregate_1=split,aggregate_2=duckdb", "native", SPLIT_POINTS,
+     1)])
 def test_a_run_from_files_killed_at_its_crash_points_resumes_exactly_once(
-        tmp_path, reliability, file_format, placement, gateway, points):
+        tmp_path, reliability, file_format, placement, gateway, points, files_per_batch):
     landing = STREAM.write_files(tmp_path / "landing", DURATION, FILE_SECONDS,
                                  file_format=file_format, disorder=Disorder(tail=0.3))
     assert_chain_resumes_exactly_once(landing, tmp_path / "t.duckdb", placement, reliability,
                                       points, f"tandem run ({gateway}, {placement}, "
-                                      f"{file_format})", gateway)
+                                      f"{file_format}"
+                                      + (f", {files_per_batch} files per batch)"
+                                         if files_per_batch > 1 else ")"),
+                                      gateway, files_per_batch)
 
 
 def forget_offsets(checkpoint: Path, batch: int) -> None:

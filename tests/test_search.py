@@ -19,9 +19,18 @@ from optimizer.phase_two import exhaustive, search
 from optimizer.physical import evaluate
 from optimizer.statistics import Statistics
 from tests.conftest import query_sql
+from tests.matrix import FULL
 from tests.strategies import close, search_problems
 
 RATES = [1_000, 2_000, 5_000, 10_000, 20_000, 40_000]
+# J5's exhaustive enumeration takes 15–50 s a call: ``make test`` checks it at every other rate
+# and at one overlap, ``make test-matrices`` everywhere (tests/matrix.py).
+J5_RATES = RATES if FULL else RATES[::2]
+J5_OVERLAPS = (0.0, 0.15, 0.6) if FULL else (0.15,)
+
+
+def cases(names: list[str], values, j5_values) -> list[tuple[str, object]]:
+    return [(name, v) for name in names for v in (j5_values if name == "j5" else values)]
 
 
 def enumerable(profile, name):
@@ -30,8 +39,10 @@ def enumerable(profile, name):
     return profile.without(PARTITIONED) if name == "j5" else profile
 
 
-@pytest.mark.parametrize("name", ["q1", "q2", "q3", "q4", "q5", "q6", "j2", "j5"])
-@pytest.mark.parametrize("rate", RATES)
+QUERIES = ["q1", "q2", "q3", "q4", "q5", "q6", "j2", "j5"]
+
+
+@pytest.mark.parametrize("name, rate", cases(QUERIES, RATES, J5_RATES))
 def test_pruned_search_finds_the_exhaustive_plan(catalog, profile, name, rate):
     result = optimize(query_sql(name), catalog, enumerable(profile, name), rate,
                       exhaustive_check=True)
@@ -51,8 +62,7 @@ def test_ablation_and_memory_budget_also_match_exhaustive(catalog, profile, name
         assert result.plan.placement == result.exhaustive_placement
 
 
-@pytest.mark.parametrize("name", ["q1", "q2", "q3", "q4", "q5", "q6", "j2", "j5"])
-@pytest.mark.parametrize("overlap", [0.0, 0.15, 0.6])
+@pytest.mark.parametrize("name, overlap", cases(QUERIES, (0.0, 0.15, 0.6), J5_OVERLAPS))
 def test_pruned_search_matches_exhaustive_with_the_pipeline_overlapped(catalog, profile, name,
                                                                        overlap):
     # Dominance on both sides of the pipeline (Objective.dominates), at rates where the

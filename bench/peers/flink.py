@@ -3,7 +3,7 @@ evaluator, and its capacity measured the way Tandem's is.
 
     make peers                                   # PyFlink 2.3 in .venv-flink (about 850 MB)
     .venv/bin/python bench/peers/flink.py [q1 q1-expert ...] [--from q5=1800000,1000000 ...]
-        [--systems flink,tandem,tandem-parquet] [--resume] [--profile P]
+        [--systems flink,tandem,tandem-parquet] [--resume] [--profile P] [--files-per-batch N]
 
 Flink reads headerless DEBS CSV files (its distribution has no Parquet format), one file per
 reader at parallelism 2, each in event-time order: a reader without a file, or files read out
@@ -54,6 +54,7 @@ from benchmarking.verify import compare
 from optimizer.optimizer import placement_spec
 from rowstream.eventtime import EPOCH
 from runtime.explain import explain
+from runtime.spec import FILES_PER_BATCH
 from workload.smart_plugs import SmartPlugs, debs_csv
 
 HERE = Path(__file__).resolve().parent
@@ -190,19 +191,23 @@ def memory_available() -> int:
     return 0
 
 
-def tandem_capacity(query: str, rate: float, profile: str | None, landed: str) -> dict:
+def tandem_capacity(query: str, rate: float, profile: str | None, landed: str,
+                    files_per_batch: int) -> dict:
     """The optimiser's plan at ``rate``, measured as ``tandem bench`` measures it (windows filled
     by FILL seconds, files of format ``landed`` in the landing directory before the clock
-    starts), planned and read as ``tandem run`` plans and reads a run over those files."""
+    starts), planned and read as ``tandem run`` plans and reads a run over those files, up to
+    ``files_per_batch`` a micro-batch by reference."""
     plan = explain(query, rate=rate, profile=profile, file_format=landed)
-    found = measure.capacity(plan, rate, warmup=FILL, measure=SHORT, landed=landed)
+    found = measure.capacity(plan, rate, warmup=FILL, measure=SHORT, landed=landed,
+                             files_per_batch=files_per_batch)
     return {"rate": rate, "tuples_per_second": found.tuples_per_second,
             "placement": placement_spec(plan.optimization.plan.placement),
+            "files_per_batch": files_per_batch,
             "sustained": found.tuples_per_second >= rate and not found.bound}
 
 
 def search(starts: dict[tuple[str, str], float], report: dict, log: Path,
-           profile: str | None, on_step) -> None:
+           profile: str | None, on_step, files_per_batch: int = FILES_PER_BATCH) -> None:
     """Narrow the maximum sustainable rate of each (formulation, system) in ``starts``
     (``benchmarking.bench.next_rate``), one step of each in turn, so that their ratios are
     measured in one run (Flink's expert formulation beside Tandem's plan of the same query
@@ -210,7 +215,8 @@ def search(starts: dict[tuple[str, str], float], report: dict, log: Path,
     def measure_at(query: str, system: str, rate: float) -> dict:
         if system == "flink":
             return capacity(query, rate, log)
-        return tandem_capacity(tandem_query(query), rate, profile, TANDEM[system])
+        return tandem_capacity(tandem_query(query), rate, profile, TANDEM[system],
+                               files_per_batch)
 
     def following(query: str, system: str) -> float | None:
         return next_rate([(m["rate"], m["tuples_per_second"], m["sustained"])
@@ -272,7 +278,8 @@ def write_report(report: dict) -> None:
     lines = ["# Flink SQL beside Tandem", "",
              "`.venv/bin/python bench/peers/flink.py` (PyFlink 2.3, local, parallelism 2, "
              f"{HEAP} heap, checkpoints every second to files, headerless CSV, one file per "
-             "reader; Tandem: the optimiser's plan at each rate, 1-s micro-batches, from the same "
+             "reader; Tandem: the optimiser's plan at each rate, 1-s micro-batches (by reference "
+             "one 1-s file each, unless the plan column says more), from the same "
              "DEBS CSV rows and from Parquet files, each read by the gateway `tandem run` picks). "
              "A system keeps up with a rate when its capacity there (tuples over wall seconds "
              "with the windows full: start-up, window fill and flush taken out) is at least the "
@@ -302,10 +309,15 @@ def write_report(report: dict) -> None:
     steps = [(m.get("at") or "", query, system, m) for query, r in report.items()
              for system in SYSTEMS for m in r.get(system, [])]
     for at, query, system, m in sorted(steps, key=lambda step: step[0]):
-        how = m.get("placement") or m.get("error") or ", ".join(
-            f"{run['tuples']:,} tuples in {run['seconds']:.0f} s"
-            + (f" ({run['input_bytes'] / 2**30:.1f} of {run['memory_available'] / 2**30:.1f} "
-               "GiB)" if "input_bytes" in run else "") for run in m["runs"])
+        if "placement" in m:  # Tandem's
+            batched = m.get("files_per_batch", 1)
+            how = m["placement"] + (f"; up to {batched} files a batch" if batched > 1 else "")
+        else:
+            how = m.get("error") or ", ".join(
+                f"{run['tuples']:,} tuples in {run['seconds']:.0f} s"
+                + (f" ({run['input_bytes'] / 2**30:.1f} of "
+                   f"{run['memory_available'] / 2**30:.1f} GiB)" if "input_bytes" in run else "")
+                for run in m["runs"])
         lines.append(f"| {query} | {SYSTEMS[system]} | {m['rate']:,.0f} | "
                      f"{m['tuples_per_second']:,.0f} | {'yes' if m['sustained'] else 'no'} | "
                      f"{how} | {at or '–'} |")
@@ -329,6 +341,9 @@ def main() -> None:
                              "exactness is not checked again)")
     parser.add_argument("--profile", help="Tandem's calibration profile (default: the shipped "
                                           "one)")
+    parser.add_argument("--files-per-batch", type=int, default=FILES_PER_BATCH,
+                        help="the most files a Tandem micro-batch by reference takes (a resumed "
+                             "search goes on with the number it began with)")
     args = parser.parse_args()
     systems = args.systems.split(",")
     starts = {(query, system): float(rate) for query, rates in
@@ -356,7 +371,7 @@ def main() -> None:
                 report[query] = {"exactness": exact(query, log)} | {s: [] for s in SYSTEMS}
                 print(query, "exactness", report[query]["exactness"], flush=True)
                 write_report(report)
-        search(starts, report, log, args.profile, step)
+        search(starts, report, log, args.profile, step, args.files_per_batch)
     except FlinkFailed as err:
         sys.exit(str(err))
 
