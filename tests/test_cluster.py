@@ -139,8 +139,10 @@ def placed(cluster, landing, tmp_path_factory) -> dict[tuple[str, str], Placed]:
 def test_every_placement_on_the_cluster_gives_the_reference_rows(cluster, placed, truth, catalog,
                                                                  profile, query, placement):
     assert_reference_rows(placed[query, placement].store, query, truth, catalog, profile)
-    # The driver ran its tasks on the cluster's executors, not in a local Spark.
-    assert cluster.state()["completedapps"], "no application completed on the cluster"
+    # The driver ran its tasks on the cluster's executors, not in a local Spark. The master
+    # learns that the driver's application ended when its connection drops, a moment after.
+    cluster.wait(lambda: cluster.state()["completedapps"], "an application completed on the "
+                 "cluster")
 
 
 @pytest.mark.parametrize("query, placement", KILLED)
