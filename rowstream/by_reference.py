@@ -136,7 +136,7 @@ class _Batch:
 
     judge: FileReferences
     con: duckdb.DuckDBPyConnection
-    before: int | None = field(init=False)  # the high-water mark before the file read, µs
+    before: int | None = field(init=False)  # the high-water mark so far, µs: the next file's
     mark: int | None = field(init=False)  # its watermark, µs
     pieces: list[str] = field(default_factory=list)
     quarantined: list[pl.DataFrame] = field(default_factory=list)
@@ -350,12 +350,11 @@ class _Batch:
         firsts = [f for n, f, _ in self.counts if n]
         lasts = [last for n, _, last in self.counts if n]
         latest = max(lasts, default=None)
-        marks = [t for t in (self.judge.high_water, latest) if t is not None]
         empty = (f"SELECT {', '.join(f'NULL::{t} AS {identifier(c)}' for c, t in schema.columns)}"
                  " WHERE FALSE")
         return Read(" UNION ALL ".join(self.pieces) or empty, tuples, min(firsts, default=None),
-                    latest, _quarantined(self.quarantined, schema), max(marks, default=None),
-                    self.temporary, self.views, tuple(self.python))
+                    latest, _quarantined(self.quarantined, schema),
+                    None if self.before is None else _instant(self.before), self.temporary, self.views, tuple(self.python))
 
 
 def _quarantined(frames: list[pl.DataFrame], schema: StreamSchema) -> pa.Table:
