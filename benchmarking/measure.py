@@ -40,7 +40,10 @@ from workload.smart_plugs import DEBS_START, SmartPlugs
 
 SETTLE = 2  # measured micro-batches dropped first: the query's first jobs compile and warm up
 STARTUP = 30.0  # wall seconds a query may take to start before the warm-up must keep pace
-PRELOAD_PART = 30.0  # event seconds generated and loaded at a time (a whole number of slides)
+# Event seconds generated and loaded at a time: 30, fewer above a million tuples/s, so that a
+# part holds at most 30M readings (a process held 5 GB per million tuples/s of 30-s parts, and
+# the kernel killed one at 5M tuples/s).
+PRELOAD_PART, PRELOAD_ROWS = 30.0, 30e6
 
 
 @dataclass(frozen=True)
@@ -101,8 +104,9 @@ def preload(store: ColumnarStore, plan: Explanation, stream: Iterable[pa.Table],
 
 
 def warmup_stream(rate: float, warmup: float) -> Iterator[pa.Table]:
-    """The generator's first ``warmup`` seconds at ``rate``, in parts of PRELOAD_PART seconds."""
-    return SmartPlugs(rate=rate).batches(warmup, PRELOAD_PART)
+    """The generator's first ``warmup`` seconds at ``rate``, in parts of whole seconds."""
+    return SmartPlugs(rate=rate).batches(
+        warmup, max(1.0, min(PRELOAD_PART, math.floor(PRELOAD_ROWS / rate))))
 
 
 def land(directory: Path, rate: float, warmup: float, measure: float, span: float,

@@ -205,10 +205,12 @@ def better(a: PlanCost, b: PlanCost) -> bool:
 class CostModel:
     """Unit costs of the operators of one logical plan at one arrival rate."""
 
-    def __init__(self, stats: Statistics, profile: Profile, span: float | None = None):
+    def __init__(self, stats: Statistics, profile: Profile, span: float | None = None,
+                 files_per_batch: int = FILES_PER_BATCH):
         self.stats = stats
         self.profile = profile
         self.span = span or profile.micro_batch_seconds  # event time per micro-batch
+        self.files_per_batch = files_per_batch  # the most a batch by reference takes
         self._dsps: dict[Node, OperatorCost] = {}
         self._db: dict[tuple[Fragment, Node, bool], OperatorCost] = {}
         self._db_of_members: dict[tuple[frozenset[Node], Node, bool, bool], OperatorCost] = {}
@@ -529,13 +531,14 @@ class CostModel:
         the file format's (CSV lines are parsed, Parquet's columns arrive typed); its cost per
         micro-batch, the job's, is the same for both. ``by_reference``: where every operator
         over the streams runs in DuckDB, Spark only plans and checkpoints the micro-batches
-        (its control cost per batch of FILES_PER_BATCH files) and DuckDB reads and judges the
+        (its control cost per batch of ``files_per_batch`` files) and DuckDB reads and judges the
         files' tuples itself (its cost per call is per file)."""
         found = [self.stats.catalog.streams[s] for s in streams]
         if by_reference:
             u = sum(s.rate * self._c(DUCKDB, SCAN[s.file_format], "per_tuple")
                     + self._per_batch(DUCKDB, SCAN[s.file_format]) for s in found)
-            return OperatorCost(u + self._per_batch(SPARK, "control") / FILES_PER_BATCH, 0.0)
+            return OperatorCost(u + self._per_batch(SPARK, "control") / self.files_per_batch,
+                                0.0)
         u = sum(s.rate * self._c(SPARK, SOURCE[s.file_format], "per_tuple") for s in found)
         return OperatorCost(u + self._per_batch(SPARK, "source"), 0.0)
 

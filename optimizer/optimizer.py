@@ -13,7 +13,15 @@ import time
 from dataclasses import dataclass
 
 from optimizer.catalog import Catalog
-from optimizer.cost import DUCKDB, PARTITIONED, SPARK, SPLIT, CostModel, Objective
+from optimizer.cost import (
+    DUCKDB,
+    FILES_PER_BATCH,
+    PARTITIONED,
+    SPARK,
+    SPLIT,
+    CostModel,
+    Objective,
+)
 from optimizer.errors import TandemError
 from optimizer.frontend import parse_query
 from optimizer.logical import (
@@ -120,16 +128,19 @@ def optimize(sql: str, catalog: Catalog, profile: Profile, rate: float | None = 
              placement: str = "auto", feasibility: bool = True,
              memory_budget: float | None = None, exhaustive_check: bool = False,
              decompose_above: int | None = DECOMPOSE_ABOVE,
-             span: float | None = None) -> Optimization:
+             span: float | None = None, files_per_batch: int = FILES_PER_BATCH) -> Optimization:
     """Optimise ``sql`` at ``rate`` total tuples per second over its streams (the catalog's
-    rates when None). ``decompose_above=None`` searches plans of any size whole."""
+    rates when None). ``decompose_above=None`` searches plans of any size whole.
+    ``files_per_batch``: the most landed files a micro-batch by reference takes."""
     root = parse_query(sql, catalog)
     if rate is not None:
         catalog = catalog.with_total_rate(sorted({w.stream for w in windows(root)}), rate)
     rate = sum(catalog.streams[s].rate for s in {w.stream for w in windows(root)})
     objective = Objective(feasibility=feasibility, memory_budget=memory_budget,
                           time_shared=profile.time_shared, overlap=profile.overlap)
-    profile_model = lambda: CostModel(Statistics(catalog), profile, span)  # noqa: E731
+
+    def profile_model() -> CostModel:
+        return CostModel(Statistics(catalog), profile, span, files_per_batch)
 
     start = time.perf_counter()
     root = phase_one(root, profile_model(), objective)

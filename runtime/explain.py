@@ -8,6 +8,7 @@ from pathlib import Path
 
 from columnar.fragment_sql import Fragment, fragments
 from optimizer import Optimization, load_catalog, load_profile, optimize
+from optimizer.cost import FILES_PER_BATCH
 from optimizer.errors import TandemError
 from optimizer.logical import post_order
 from runtime import settings
@@ -68,6 +69,7 @@ class Explanation:
             # How the stream reaches the DB-ops from landed files: "reference" (DuckDB reads
             # each micro-batch's files, rowstream/by_reference.py) or "value" (Spark's rows).
             "crossing": "reference" if plan.by_reference else "value",
+            "files_per_batch": o.model.files_per_batch if plan.by_reference else None,
             "feasibility_check": o.objective.feasibility,
             "memory_bytes": plan.cost.memory,
             "memory_budget": o.objective.memory_budget,
@@ -87,10 +89,12 @@ def explain(query: str, *, rate: float | None = None, catalog: str | None = None
             profile: str | None = None, memory_budget: str | None = None,
             placement: str = "auto", exhaustive: bool = False, feasibility: bool = True,
             decompose: bool = True, pipelined: bool = False,
-            file_format: str | None = None, statistics: dict | None = None) -> Explanation:
+            file_format: str | None = None, statistics: dict | None = None,
+            files_per_batch: int = FILES_PER_BATCH) -> Explanation:
     """``pipelined``: judge feasibility by the busiest operator (C_b, Ji's assumption) even if
     the profile says the operators share the machine's cores. ``file_format``: the streams land
-    as files of that format (default: the catalog's), which prices the gateway.
+    as files of that format (default: the catalog's), which prices the gateway;
+    ``files_per_batch``: the most of them a micro-batch by reference takes.
     ``statistics``: selectivities and distinct counts observed, over the catalog's
     (``Catalog.with_statistics``)."""
     query_file = settings.query_path(query)
@@ -107,6 +111,6 @@ def explain(query: str, *, rate: float | None = None, catalog: str | None = None
         streams = streams.with_statistics(statistics)
     result = optimize(query_file.read_text(), streams, unit_costs,
                       rate, placement=placement, feasibility=feasibility, memory_budget=budget,
-                      exhaustive_check=exhaustive,
+                      exhaustive_check=exhaustive, files_per_batch=files_per_batch,
                       **({} if decompose else {"decompose_above": None}))
     return Explanation(query_file, catalog_file, profile_file, result, fragments(result.plan))

@@ -97,13 +97,15 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
     given = explanation
     explanation = explanation or explain(spec.query, rate=spec.rate, catalog=spec.catalog,
                                          profile=spec.profile, placement=spec.placement,
-                                         file_format=landing_format(spec.source))
+                                         file_format=landing_format(spec.source),
+                                         files_per_batch=spec.files_per_batch)
     schema = stream_schema(explanation)
     source, spec = spec.source, read_from(spec, schema, explanation)
     if given is None and spec.source != source:  # priced by the format of what it reads
         explanation = explain(spec.query, rate=spec.rate, catalog=spec.catalog,
                               profile=spec.profile, placement=spec.placement,
-                              file_format=landing_format(spec.source))
+                              file_format=landing_format(spec.source),
+                              files_per_batch=spec.files_per_batch)
     physical = explanation.optimization.plan
     name = spec.name or explanation.query.stem
     takeover, generated, store = spec.takeover, spec.generated, spec.store

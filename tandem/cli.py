@@ -46,6 +46,7 @@ Catalog = Annotated[str | None, typer.Option(
 Profile = Annotated[str | None, typer.Option(
     help="Calibration profile TOML (default: calibrated, else shipped).")]
 Placement = Annotated[str, typer.Option(help="auto | spark | duckdb | duckdb-partitioned | split | op=engine,... (pins operators; split: aggregates' partials in Spark, their merge in DuckDB).")]
+FilesPerBatch = Annotated[int, typer.Option(min=1, help="The most landed files a micro-batch read by reference takes: one while the run keeps up, up to this many while it catches up, each judged as a batch of its own.")]
 Lateness = Annotated[float | None, typer.Option(
     min=0.0, help="Allowed lateness L, seconds: later readings go to the quarantine; windows "
     "are evaluated L after their end (default: the catalog's, 5 s for queries/).")]
@@ -109,13 +110,15 @@ def explain_command(
     exhaustive: Annotated[bool, typer.Option(help="Also enumerate every placement and compare.")] = False,
     feasibility: Annotated[bool, typer.Option(help="--no-feasibility ranks plans by C_u alone (ablation, Sec. 6.4.3).")] = True,
     decompose: Annotated[bool, typer.Option(help="Split plans of more than 15 R2R operators (Sec. 6.4.1).")] = True,
+    files_per_batch: FilesPerBatch = FILES_PER_BATCH,
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
 ) -> None:
     """Optimise QUERY and show the chosen hybrid plan, its costs and the DuckDB SQL of its DB-ops."""
     with user_errors(query):
         result = explain(query, rate=rate, catalog=catalog, profile=profile,
                          memory_budget=memory_budget, placement=placement, exhaustive=exhaustive,
-                         feasibility=feasibility, decompose=decompose)
+                         feasibility=feasibility, decompose=decompose,
+                         files_per_batch=files_per_batch)
     if as_json:
         sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
         return
@@ -196,7 +199,7 @@ def run_command(
     lateness: Lateness = None,
     stall_timeout: Annotated[float, typer.Option(min=1.0, help="Stop with an error when no micro-batch finishes for this long, seconds.")] = 600.0,
     gateway: Annotated[str, typer.Option(help="How a landing directory is read: auto (DuckDB reads the files by reference, else Spark's own file source, where either fits), reference, native or python (docs/execution.md).")] = "auto",
-    files_per_batch: Annotated[int, typer.Option(min=1, help="The most landed files a micro-batch read by reference takes: one while the run keeps up, up to this many while it catches up, each judged as a batch of its own.")] = FILES_PER_BATCH,
+    files_per_batch: FilesPerBatch = FILES_PER_BATCH,
     adaptive: Annotated[bool, typer.Option(help="Re-optimise at the observed rate and migrate the plan live when a better one pays for its migration (docs/adaptive.md); `tandem migrate` asks for a migration by hand.")] = False,
     steps: Annotated[str, typer.Option(help="Rate steps of the generator: SECOND:RATE,... (60:40000,120:2000).")] = "",
     migrate_at: Annotated[list[str] | None, typer.Option(help="With --adaptive: migrate once the stream passes SECOND of event time, SECOND:PLACEMENT:ms|pt (300:duckdb:pt); repeat it for more.")] = None,
@@ -226,7 +229,7 @@ def run_command(
                        files_per_batch=files_per_batch, steps=rate_steps)
     with user_errors(query):
         plan = explain(query, rate=rate, catalog=catalog, profile=profile, placement=placement,
-                       file_format=landing_format(source))
+                       file_format=landing_format(source), files_per_batch=files_per_batch)
     placed = ", ".join(f"{op}={engine}" for op, engine in plan.optimization.plan.placement.items())
     console.print(f"[bold]{plan.query}[/] with {placed or 'nothing to place'}")
     progress = {"tuples": 0, "batches": 0, "rows": 0, "started": time.perf_counter(),
@@ -532,8 +535,9 @@ def render(result: Explanation) -> None:
     console.print(f"[bold]{result.query}[/] at {_fmt(o.rate)} tuples/s "
                   f"(profile: {_short(result.profile)}, catalog: {_short(result.catalog)})")
     console.print(tree)
-    gateway = ("by reference: Spark plans the batches, DuckDB reads their files"
-               if plan.by_reference else "Spark gateway: the rows cross by value")
+    gateway = (f"by reference: Spark plans the batches of up to {o.model.files_per_batch} "
+               "files, DuckDB reads them" if plan.by_reference
+               else "Spark gateway: the rows cross by value")
     console.print(f"source ({gateway})  λ {_fmt(source.lambda_out)}  u {source.u:.4f}")
 
     summary = Table(show_header=False, box=None, padding=(0, 2))

@@ -12,6 +12,8 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
+from optimizer import load_profile
+from runtime import settings
 from tandem.cli import app, engine_output_to
 from tests.conftest import short
 from tests.test_reference import assert_same_rows
@@ -53,6 +55,28 @@ def test_explain_json_has_the_contract_keys():
     db_ops = [op["id"] for op in plan["operators"] if op["kind"] == "db-op"]
     assert sorted(plan["duckdb_sql"]) == sorted(db_ops)
     assert plan["feasible"] is (plan["bottleneck_cost"] <= 1)
+
+
+def test_explain_prices_spark_control_per_batch_of_files():
+    """By reference, Spark's control of a micro-batch is shared by the files the batch takes:
+    the source's cost falls by the profile's control cost times 1 - 1/4 from one file a batch
+    to four, and nothing else of the plan changes."""
+    def plan(*args):
+        result = runner.invoke(app, ["explain", "q5", "--rate", "1000000", "--placement",
+                                     "duckdb", "--json", *args])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)
+
+    one, four = plan("--files-per-batch", "1"), plan()
+    assert (one["crossing"], one["files_per_batch"], four["files_per_batch"]) == \
+        ("reference", 1, 4)
+    source = {p["files_per_batch"]: next(op for op in p["operators"] if op["kind"] == "source")
+              for p in (one, four)}
+    profile = load_profile(settings.profile_path(None))
+    control = profile.get("spark", "control", "per_call") / profile.micro_batch_seconds
+    assert source[1]["u"] - source[4]["u"] == pytest.approx(control * 3 / 4)
+    assert [op for op in one["operators"] if op["kind"] != "source"] == \
+        [op for op in four["operators"] if op["kind"] != "source"]
 
 
 def test_generate_writes_a_landing_directory(tmp_path):

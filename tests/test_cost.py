@@ -154,6 +154,19 @@ def test_the_gateway_costs_per_tuple_what_the_file_format_costs(unit_catalog, un
     assert csv.source(["s", "t"]).u == pytest.approx(0.3 + 0.15 + 0.1)
 
 
+def test_by_reference_spark_control_is_paid_once_per_batch_of_files(unit_catalog, unit_profile):
+    scans = {"scan": {"per_tuple": 0.0002, "per_call": 0.02}, "scan_csv": {"per_tuple": 0.0004}}
+    profile = dataclasses.replace(unit_profile, functions=unit_profile.functions | {
+        "spark": unit_profile.functions["spark"] | {"control": {"per_call": 0.2}},
+        "duckdb": unit_profile.functions["duckdb"] | scans})
+    # DuckDB scans s's 100 Parquet tuples (0.02 + 100 * 0.0002 per file) and t's 50 CSV ones
+    # (50 * 0.0004); Spark's control, 0.2 a batch, is shared by the batch's files.
+    for files, control in ((1, 0.2), (4, 0.05)):
+        model = CostModel(Statistics(unit_catalog), profile, files_per_batch=files)
+        assert model.source(["s", "t"], by_reference=True).u == \
+            pytest.approx(0.02 + 0.02 + 0.02 + control)
+
+
 def test_a_profile_calibrated_before_csv_was_priced_asks_for_a_calibration(unit_catalog,
                                                                             unit_profile):
     spark = {f: c for f, c in unit_profile.functions["spark"].items() if f != "source_csv"}

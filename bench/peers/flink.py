@@ -197,7 +197,8 @@ def tandem_capacity(query: str, rate: float, profile: str | None, landed: str,
     by FILL seconds, files of format ``landed`` in the landing directory before the clock
     starts), planned and read as ``tandem run`` plans and reads a run over those files, up to
     ``files_per_batch`` a micro-batch by reference."""
-    plan = explain(query, rate=rate, profile=profile, file_format=landed)
+    plan = explain(query, rate=rate, profile=profile, file_format=landed,
+                   files_per_batch=files_per_batch)
     found = measure.capacity(plan, rate, warmup=FILL, measure=SHORT, landed=landed,
                              files_per_batch=files_per_batch)
     return {"rate": rate, "tuples_per_second": found.tuples_per_second,
@@ -273,7 +274,8 @@ def write_report(report: dict) -> None:
     (RESULTS / "flink.json").write_text(json.dumps(report, indent=2) + "\n")
     bench = RESULTS / "bench.json"
     merged = json.loads(bench.read_text()) if bench.exists() else {}
-    merged.setdefault("peers", {})["flink"] = compared
+    # A run's queries replace their figures; the others keep those of the run that measured them.
+    merged.setdefault("peers", {}).setdefault("flink", {}).update(compared)
     bench.write_text(json.dumps(merged, indent=1) + "\n")  # as tandem bench writes it
     lines = ["# Flink SQL beside Tandem", "",
              "`.venv/bin/python bench/peers/flink.py` (PyFlink 2.3, local, parallelism 2, "
