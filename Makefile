@@ -57,7 +57,7 @@ $(JSA): $(STAMP)
 # same suite on every machine, and `make test-peers` runs them.
 test: $(STAMP) $(JSA) system-packages
 	$(BIN)/lint-imports --no-cache
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder -m "not peers"
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not peers"
 
 # Every placement of the integration tests' samples, not one per class (tests/matrix.py), and
 # the optimiser's exhaustive check of J5 at every rate and overlap (tests/test_search.py).

@@ -53,22 +53,6 @@ def pytest_configure(config):
                           f"{shlex.quote(' '.join(options))} pyspark-shell")
 
 
-# `make test` hands each of its two processes a test module at a time (--dist loadfile), in
-# the order collected (--no-loadscope-reorder; xdist's own order puts the modules with the
-# most tests first, which left the cluster's and the crash chains' few long tests to the end,
-# one process running them while the other had finished). The longest modules go first, so
-# that the short ones fill in at the end (bench/results/test_suite.md, the order's measure).
-LONGEST_FIRST = ("test_crash.py", "test_migration_run.py", "test_run.py", "test_cluster.py",
-                 "test_progress.py", "test_disorder.py", "test_docker.py",
-                 "test_airflow_server.py", "test_faults.py", "test_reference.py",
-                 "test_by_reference.py", "test_own_stream.py", "test_airflow_dags.py")
-
-
-def pytest_collection_modifyitems(config, items):
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable within a module
-
-
 @pytest.fixture(scope="session")
 def catalog():
     return load_catalog(QUERIES / "catalog.toml")
