@@ -136,7 +136,7 @@ class _Batch:
 
     judge: FileReferences
     con: duckdb.DuckDBPyConnection
-    before: int | None = field(init=False)  # the high-water mark so far, µs: the next file's
+    before: int | None = field(init=False)  # the high-water mark so far, µs (the next file's)
     mark: int | None = field(init=False)  # its watermark, µs
     pieces: list[str] = field(default_factory=list)
     quarantined: list[pl.DataFrame] = field(default_factory=list)
@@ -352,9 +352,10 @@ class _Batch:
         latest = max(lasts, default=None)
         empty = (f"SELECT {', '.join(f'NULL::{t} AS {identifier(c)}' for c, t in schema.columns)}"
                  " WHERE FALSE")
+        high_water = None if self.before is None else _instant(self.before)
         return Read(" UNION ALL ".join(self.pieces) or empty, tuples, min(firsts, default=None),
-                    latest, _quarantined(self.quarantined, schema),
-                    None if self.before is None else _instant(self.before), self.temporary, self.views, tuple(self.python))
+                    latest, _quarantined(self.quarantined, schema), high_water, self.temporary,
+                    self.views, tuple(self.python))
 
 
 def _quarantined(frames: list[pl.DataFrame], schema: StreamSchema) -> pa.Table:

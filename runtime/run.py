@@ -94,18 +94,18 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
     if spec.spark_design not in SPARK_DESIGNS and spec.spark_design not in WHOLE_PLAN:
         raise TandemError(f"Spark design {spec.spark_design!r}: give one of "
                           f"{', '.join(SPARK_DESIGNS)}")
+
+    def planned(spec: RunSpec) -> Explanation:
+        return explain(spec.query, rate=spec.rate, catalog=spec.catalog, profile=spec.profile,
+                       placement=spec.placement, file_format=landing_format(spec.source),
+                       files_per_batch=spec.files_per_batch)
+
     given = explanation
-    explanation = explanation or explain(spec.query, rate=spec.rate, catalog=spec.catalog,
-                                         profile=spec.profile, placement=spec.placement,
-                                         file_format=landing_format(spec.source),
-                                         files_per_batch=spec.files_per_batch)
+    explanation = explanation or planned(spec)
     schema = stream_schema(explanation)
     source, spec = spec.source, read_from(spec, schema, explanation)
     if given is None and spec.source != source:  # priced by the format of what it reads
-        explanation = explain(spec.query, rate=spec.rate, catalog=spec.catalog,
-                              profile=spec.profile, placement=spec.placement,
-                              file_format=landing_format(spec.source),
-                              files_per_batch=spec.files_per_batch)
+        explanation = planned(spec)
     physical = explanation.optimization.plan
     name = spec.name or explanation.query.stem
     takeover, generated, store = spec.takeover, spec.generated, spec.store
