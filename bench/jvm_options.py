@@ -28,9 +28,8 @@ sys.path.insert(0, str(ROOT))  # run as a script: the tests' options are measure
 from tests.conftest import ARCHIVE, C1, short  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
-# Not among the tests' options: a short run's CPU fell by 15 %, but two of the crash and
-# migration modules' runs beside two with G1 came out within their order's drift
-# (bench/results/test_suite.md).
+# Not among the tests' options: 15 % less CPU on one short run, but no gain over the crash
+# and migration modules, measured in two interleaved pairs (bench/results/test_suite.md).
 SERIAL_GC = "-XX:+UseSerialGC"
 CPUACCT = Path("/sys/fs/cgroup/cpuacct")  # cgroup v1; v2 keeps cpu.stat at the root
 VARIANTS = {
