@@ -89,8 +89,8 @@ def main() -> None:
         sys.exit(f"no archive at {ARCHIVE}: `make {ARCHIVE.relative_to(ROOT)}` writes it")
     figures: dict[str, list[dict]] = {name: [] for name in args.variants}
     query = Path(short("q5"))
-    for n, (name, options) in enumerate([(v, VARIANTS[v]) for v in args.variants] * args.repeats):
-        figures[name].append(measured(query, options, n))
+    for n, name in enumerate(args.variants * args.repeats):
+        figures[name].append(measured(query, VARIANTS[name], n))
         print(name, figures[name][-1], flush=True)
     summary = {name: {"runs": runs,
                       "median_cpu_s": statistics.median(r["cpu_s"] for r in runs),
@@ -101,7 +101,7 @@ def main() -> None:
     kept = json.loads(path.read_text()) if path.is_file() else {}
     path.write_text(json.dumps(kept | summary, indent=2) + "\n")
     for name, s in summary.items():
-        print(f"{name:>14}: {s['median_cpu_s']:6.1f} s CPU, {s['median_wall_s']:6.1f} s wall")
+        print(f"{name:>24}: {s['median_cpu_s']:6.1f} s CPU, {s['median_wall_s']:6.1f} s wall")
 
 
 if __name__ == "__main__":

@@ -94,18 +94,12 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
     if spec.spark_design not in SPARK_DESIGNS and spec.spark_design not in WHOLE_PLAN:
         raise TandemError(f"Spark design {spec.spark_design!r}: give one of "
                           f"{', '.join(SPARK_DESIGNS)}")
-
-    def planned(spec: RunSpec) -> Explanation:
-        return explain(spec.query, rate=spec.rate, catalog=spec.catalog, profile=spec.profile,
-                       placement=spec.placement, file_format=landing_format(spec.source),
-                       files_per_batch=spec.files_per_batch)
-
     given = explanation
-    explanation = explanation or planned(spec)
+    explanation = explanation or _planned(spec)
     schema = stream_schema(explanation)
     source, spec = spec.source, read_from(spec, schema, explanation)
     if given is None and spec.source != source:  # priced by the format of what it reads
-        explanation = planned(spec)
+        explanation = _planned(spec)
     physical = explanation.optimization.plan
     name = spec.name or explanation.query.stem
     takeover, generated, store = spec.takeover, spec.generated, spec.store
@@ -385,6 +379,13 @@ def _gateway(kind: str, spec: RunSpec, schema: StreamSchema, root, *, lateness: 
     return LandingDirectory(schema, spec.source, lateness, slide,
                             **({"start_after": takeover.start_after,
                                 "high_water": takeover.high_water} if takeover else {}))
+
+
+def _planned(spec: RunSpec) -> Explanation:
+    """The plan of ``spec``, priced by the format of what it reads and its batches' files."""
+    return explain(spec.query, rate=spec.rate, catalog=spec.catalog, profile=spec.profile,
+                   placement=spec.placement, file_format=landing_format(spec.source),
+                   files_per_batch=spec.files_per_batch)
 
 
 def landing_gateway(directory: str, deployment: Deployment, wanted: str) -> str:
