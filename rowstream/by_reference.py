@@ -33,6 +33,7 @@ file that cannot be read at all. The verdict is exact either way.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -59,6 +60,10 @@ from workload.schema import FLOATS, INTEGERS, StreamSchema
 US = timedelta(microseconds=1)
 # A CSV file's lines as DuckDB splits them: text, number and how many fields.
 LINE, NUMBER, FIELDS = "line", "n", "__fields"
+BOM = b"\xef\xbb\xbf"
+# Matches a CSV file's text against the grammar while DuckDB's reader types its fields
+# (``_canonical_text``); a connection's cursor per file.
+_MATCHING = ThreadPoolExecutor(2, thread_name_prefix="tandem-csv-grammar")
 
 
 def reads_no_rows(deployment: Deployment) -> bool:
@@ -107,7 +112,9 @@ class _Scan:
     source: str
     landed: Landed
     row: str | None  # None: a CSV file read by its fields (``_Batch._csv_fields``)
-    footer: bool = False  # a Parquet file: its statistics answer counts and bounds
+    # Counts and bounds come cheap, before the checks that need a scan: from a Parquet file's
+    # statistics, or from two columns of a typed table.
+    bounds_first: bool = False
 
 
 @dataclass(frozen=True)
@@ -173,10 +180,10 @@ class _Batch:
             return
         ts, late = scan.landed.columns[self.schema.time_column], self._late(scan)
         suite = input_suite(self.schema)
-        if scan.footer:
-            # What the Parquet footer's statistics answer first, without a scan (the late rows
-            # need one only where the file begins at or before the watermark), then the rest.
-            rows, first, last, ranges = self._footer(scan, unique_columns(suite))
+        if scan.bounds_first:
+            # What the bounds answer first (the late rows need a scan only where the file
+            # begins at or before the watermark), then the rest.
+            rows, first, last, ranges = self._bounds(scan, unique_columns(suite))
             checks = may_fail(suite, scan.landed, ranges)
             if first is not None and self.mark is not None and first <= _instant(self.mark):
                 checks.append(f"count(*) FILTER (WHERE {late})")
@@ -204,11 +211,12 @@ class _Batch:
             return "FALSE"
         return f"{scan.landed.columns[self.schema.time_column]} <= {literal(_instant(self.mark))}"
 
-    def _footer(self, scan: _Scan, unique: list[str]) -> tuple:
-        """From a Parquet file's statistics: its rows, its first and last event times, and the
-        bounds of the integer columns expected unique where a bitmap over them holds at most
-        64 bits per row (``suite_sql.may_fail``). The time's conversion to UTC wall time
-        (``_parquet``) keeps order, so it converts the bounds rather than every row."""
+    def _bounds(self, scan: _Scan, unique: list[str]) -> tuple:
+        """A scan's rows, its first and last event times, and the bounds of the integer columns
+        expected unique where a bitmap over them holds at most 64 bits per row
+        (``suite_sql.may_fail``): from a Parquet file's statistics, or a typed table's columns.
+        The time's conversion to UTC wall time (``_parquet``) keeps order, so it converts the
+        bounds rather than every row (of a table's time, already wall time, it changes none)."""
         columns = [c for c in unique if self.schema.types[c] in INTEGERS]
         ts = identifier(self.schema.time_column)
         rows, first, last, *found = self.con.execute(
@@ -299,50 +307,43 @@ class _Batch:
         """A CSV file read by DuckDB's own CSV reader, in parallel, into a temporary table of
         its rows typed, where every line is canonical, a time narrower still (``_read_value``);
         None for any other file, which its lines then judge (``_csv``). The file is read
-        twice, each time faster than by a regular expression per field: as lines, each matched
-        against the canonical line at once, and by its fields, which the reader types itself.
-        The reader skips blank lines, which the Python source counts as rows, so a file with a
-        line end other than \\n, or with fewer canonical rows than lines, is left to its
-        lines. Its rows are not numbered: a file with a row to quarantine is judged again by
-        its lines (``add``)."""
+        twice at once: by its fields, which the reader types itself, and in another thread as
+        one text matched against the canonical grammar of all its lines (``_canonical_text``).
+        Its rows are not numbered: a file with a row to quarantine is judged again by its lines
+        (``add``)."""
         schema = self.schema
         try:
-            data = path.read_bytes()
+            with path.open("rb") as f:
+                first = f.readline()
         except OSError:
             return None
-        if not data or b"\r" in data:
+        if not first:
             return None
-        end = data.find(b"\n")
-        first = data[:end if end >= 0 else len(data)].removeprefix(b"\xef\xbb\xbf")
-        header = is_header(first.decode("utf-8", errors="replace"), schema)
-        rows = data.count(b"\n") + (not data.endswith(b"\n")) - header
-        # Read as lines, a line holding \x01 has two fields, which strict mode refuses: the
-        # file goes to its lines.
+        header = is_header(first.removeprefix(BOM).rstrip(b"\n").decode("utf-8", "replace"),
+                           schema)
+        canonical_text = _MATCHING.submit(_canonical_text, self.con.cursor(), path, schema,
+                                          header, first.startswith(BOM))
         options = (f"header = false, skip = {int(header)}, quote = '', escape = '', "
-                   "auto_detect = false, strict_mode = true, null_padding = false")
-        source = literal(str(path))
+                   "new_line = '\\n', auto_detect = false, strict_mode = true, "
+                   "null_padding = false")
         table = f"__fields_{number}"
+        fields = ", ".join(f"'f{i}': {literal(_READ_AS.get(t, t))}"
+                           for i, (_, t) in enumerate(schema.columns))
+        typed = ", ".join(f"{_read_value(f'f{i}', t)} AS {identifier(c)}"
+                          for i, (c, t) in enumerate(schema.columns))
         try:
-            line = literal(canonical(schema, _READ_NARROWER)[1:-1])
-            canonical_rows = self.con.execute(
-                f"SELECT count(*) FILTER (WHERE regexp_full_match(line, {line})) FROM read_csv("
-                f"{source}, columns = {{'line': 'VARCHAR'}}, delim = {literal(chr(1))}, "
-                f"{options})").fetchall()[0][0]
-            if canonical_rows != rows:
-                return None
-            fields = ", ".join(f"'f{i}': {literal(_READ_AS.get(t, t))}"
-                               for i, (_, t) in enumerate(schema.columns))
-            typed = ", ".join(f"{_read_value(f'f{i}', t)} AS {identifier(c)}"
-                              for i, (c, t) in enumerate(schema.columns))
             self.con.execute(
                 f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT {typed} FROM read_csv("
-                f"{source}, columns = {{{fields}}}, delim = ',', {options})")
-        except duckdb.Error:  # not UTF-8, a line with \x01, a time from 2^32 s, a file gone
+                f"{literal(str(path))}, columns = {{{fields}}}, delim = ',', {options})")
+            read = True
+        except duckdb.Error:  # a line with a field too many, a time from 2^32 s, a file gone
+            read = False
+        if not (canonical_text.result() and read):
             self.con.execute(f"DROP TABLE IF EXISTS {table}")
             return None
         self.temporary.append(table)
         return _Scan(table, _typed_landed(schema, {c: identifier(c) for c in schema.names},
-                                          str(len(schema.columns))), None)
+                                          str(len(schema.columns))), None, bounds_first=True)
 
     def result(self) -> Read:
         schema = self.schema
@@ -365,6 +366,23 @@ def _quarantined(frames: list[pl.DataFrame], schema: StreamSchema) -> pa.Table:
 
 def _instant(us: int) -> datetime:
     return EPOCH + timedelta(microseconds=us)
+
+
+def _canonical_text(con: duckdb.DuckDBPyConnection, path: Path, schema: StreamSchema,
+                    header: bool, bom: bool) -> bool:
+    """Is every line of the CSV file at ``path`` after its header canonical, each ended by \\n
+    but perhaps the last? Matched as one text, the grammar of all its lines at once, where a
+    match per line costs the regular expression's call 120 ns a line. A blank line and a
+    carriage return are off the grammar: the Python source splits the rows on \\n alone."""
+    line = canonical(schema, _READ_NARROWER)[1:-1]
+    body = f"(?:{line}\\n)*(?:{line})?"
+    text = f"[^\\n]*(?:\\n{body})?" if header else "\\x{FEFF}?" * bom + body
+    try:
+        with con:
+            return con.execute(f"SELECT regexp_full_match(content, {literal(text)}) FROM "
+                               f"read_text({literal(str(path))})").fetchall()[0][0]
+    except duckdb.Error:  # not UTF-8, a file gone
+        return False
 
 
 def _columns(schema: StreamSchema, landed: Landed) -> str:
@@ -459,7 +477,8 @@ def _field(index: int) -> str:
 # double where its text is narrower than the canonical one (``_READ_NARROWER``) and its value
 # below 2^32 s (a file with a later time is left to its lines).
 _READ_AS = {"REAL": "DOUBLE", "TIMESTAMP": "DOUBLE"}
-_READ_NARROWER = {"TIMESTAMP": "[0-9]{1,10}(\\.[0-9]{1,6})?"}
+_READ_NARROWER = {"TIMESTAMP": "[0-9]{1,10}(\\.[0-9]{1,6})?",
+                  "VARCHAR": "[^, \\t\\n\\r\\x0B\\f]([^,\\n]*[^, \\t\\n\\r\\x0B\\f])?"}
 
 
 def _read_value(read: str, kind: str) -> str:
