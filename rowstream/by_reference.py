@@ -60,7 +60,6 @@ from workload.schema import FLOATS, INTEGERS, StreamSchema
 US = timedelta(microseconds=1)
 # A CSV file's lines as DuckDB splits them: text, number and how many fields.
 LINE, NUMBER, FIELDS = "line", "n", "__fields"
-BOM = b"\xef\xbb\xbf"
 # Matches a CSV file's text against the grammar while DuckDB's reader types its fields
 # (``_canonical_text``); a connection's cursor per file.
 _MATCHING = ThreadPoolExecutor(2, thread_name_prefix="tandem-csv-grammar")
@@ -319,10 +318,9 @@ class _Batch:
             return None
         if not first:
             return None
-        header = is_header(first.removeprefix(BOM).rstrip(b"\n").decode("utf-8", "replace"),
-                           schema)
-        canonical_text = _MATCHING.submit(_canonical_text, self.con.cursor(), path, schema,
-                                          header, first.startswith(BOM))
+        line = first.decode("utf-8", "replace").removesuffix("\n").removeprefix("\ufeff")
+        header = is_header(line, schema)
+        canonical_text = _MATCHING.submit(_canonical_text, self.con.cursor(), path, schema, header)
         options = (f"header = false, skip = {int(header)}, quote = '', escape = '', "
                    "new_line = '\\n', auto_detect = false, strict_mode = true, "
                    "null_padding = false")
@@ -369,15 +367,16 @@ def _instant(us: int) -> datetime:
 
 
 def _canonical_text(con: duckdb.DuckDBPyConnection, path: Path, schema: StreamSchema,
-                    header: bool, bom: bool) -> bool:
+                    header: bool) -> bool:
     """Is every line of the CSV file at ``path`` after its header canonical, each ended by \\n
     but perhaps the last? Matched as one text, the grammar of all its lines at once, where a
     match per line costs the regular expression's call 120 ns a line. A blank line is off the
     grammar, and so is a carriage return but inside a text field: the Python source splits
-    the rows on \\n alone."""
+    the rows on \\n alone. A byte-order mark is not text of the first line
+    (``landing.csv_frame``)."""
     line = canonical(schema, _READ_NARROWER)[1:-1]
     body = f"(?:{line}\\n)*(?:{line})?"
-    text = f"[^\\n]*(?:\\n{body})?" if header else "\\x{FEFF}?" * bom + body
+    text = f"[^\\n]*(?:\\n{body})?" if header else f"\\x{{FEFF}}?{body}"
     try:
         with con:
             return con.execute(f"SELECT regexp_full_match(content, {literal(text)}) FROM "
