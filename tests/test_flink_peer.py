@@ -17,7 +17,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.peers, pytest.mark.skipif(
     not flink.PYTHON.exists(), reason="PyFlink is not installed: run `make peers`")]
 
 
-@pytest.mark.parametrize("query", ["q1", "q1-expert", "q3-expert", "q5"])
+@pytest.mark.parametrize("query", ["q1", "q1-expert", "q2-expert", "q3-expert", "q4-expert", "q5",
+                                   "q6-expert"])
 def test_flink_sql_gives_the_reference_rows(tmp_path, query):
     outcome = flink.exact(query, tmp_path / "flink.log")
     assert outcome["rows"] > 1000  # windows of every plug over 7 minutes
