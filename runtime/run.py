@@ -192,8 +192,7 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
                               f"see {spark_log_path(store)}); what both engines committed is "
                               "kept: `--resume` continues from the last checkpoint") from None
         finally:
-            if jvm_alive(spark):
-                handle.stop()
+            _stop(handle, spark)
             bridge.close()
         wall = time.perf_counter() - started
         summary = RunSummary(name, physical.placement, sum(r.tuples for r in reports),
@@ -306,6 +305,18 @@ def read_from(spec: RunSpec, schema: StreamSchema, explanation: Explanation) -> 
 def default_lateness(streams: list[Stream]) -> float:
     """A run's allowed lateness L unless it is given: the largest of its streams'."""
     return max(s.lateness for s in streams)
+
+
+def _stop(handle, spark) -> None:
+    """Stop the query. A JVM that dies between the check and the call leaves nothing to stop,
+    and the run's own error (a failed query, often the same death) must reach the caller
+    rather than Py4J's broken socket."""
+    try:
+        if jvm_alive(spark):
+            handle.stop()
+    except (Py4JError, ConnectionError):
+        if jvm_alive(spark, wait=JVM_EXIT_SECONDS):
+            raise
 
 
 def jvm_alive(spark, wait: float = 0.0) -> bool:
