@@ -27,12 +27,14 @@ from columnar.fragment_sql import input_table, rows_kept
 from columnar.store import ColumnarStore
 from optimizer.deployment import deploy
 from optimizer.errors import TandemError
-from optimizer.logical import stateless_rows
+from optimizer.logical import stateless_rows, windows
 from rowstream.by_reference import FileReferences, ReferencedFiles, reads_no_rows
 from rowstream.gateway import STREAM
 from rowstream.generator import WARMUP_SPAN
 from rowstream.landing import landed_files
 from rowstream.mig import EPOCH, Mig
+from rowstream.session import spark_session
+from runtime import settings
 from runtime.explain import Explanation
 from runtime.run import catalog_streams, default_lateness, run, scratch, stream_schema
 from runtime.spec import FILES_PER_BATCH, RunSpec
@@ -44,6 +46,7 @@ STARTUP = 30.0  # wall seconds a query may take to start before the warm-up must
 # part holds at most 30M readings (a process held 5 GB per million tuples/s of 30-s parts, and
 # the kernel killed one at 5M tuples/s).
 PRELOAD_PART, PRELOAD_ROWS = 30.0, 30e6
+HANDOVER_ROWS = 3e6  # window rows a warm-up micro-batch may hand between the engines (below)
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,23 @@ def preload(store: ColumnarStore, plan: Explanation, stream: Iterable[pa.Table],
     store.commit(name, -1, None, end)
 
 
+def warmup_span(plan: Explanation, rate: float, files_per_batch: int = 1) -> float:
+    """Event seconds per warm-up micro-batch: a minute (WARMUP_SPAN), unless part of the plan
+    after the MIG runs in Spark, as a Spark operator over DuckDB's rows or a DB-op on
+    duckdb-partitioned. Each window_end a batch completes then hands its windows' rows between
+    the engines inside Spark's driver, up to the rate times the window, and a minute of them ran
+    the JVM out of memory (Q2's 5-minute windows at 20,000 tuples/s: 180M rows in a batch).
+    Such a plan warms up in whole slides that hand over at most HANDOVER_ROWS a batch of
+    ``files_per_batch`` files, one slide at least."""
+    physical = plan.optimization.plan
+    if not any(step.partitioned or not step.in_duckdb for step in deploy(physical).steps):
+        return WARMUP_SPAN
+    root = physical.logical.root
+    per_slide = rate * max(w.size for w in windows(root)) * files_per_batch
+    return max(1, min(math.floor(WARMUP_SPAN / root.slide),
+                      math.floor(HANDOVER_ROWS / per_slide))) * root.slide
+
+
 def warmup_stream(rate: float, warmup: float) -> Iterator[pa.Table]:
     """The generator's first ``warmup`` seconds at ``rate``, in parts of whole seconds."""
     return SmartPlugs(rate=rate).batches(
@@ -110,12 +130,12 @@ def warmup_stream(rate: float, warmup: float) -> Iterator[pa.Table]:
 
 
 def land(directory: Path, rate: float, warmup: float, measure: float, span: float,
-         file_format: str, preloaded: bool) -> Path:
-    """The files a measurement reads: the warm-up in files of a minute (unless it was
+         file_format: str, preloaded: bool, warmup_span: float = WARMUP_SPAN) -> Path:
+    """The files a measurement reads: the warm-up in files of ``warmup_span`` (unless it was
     preloaded), then a file per ``span`` of the measured event time."""
     plugs = SmartPlugs(rate=rate)
     if not preloaded:
-        plugs.write_files(directory, warmup, WARMUP_SPAN, file_format=file_format)
+        plugs.write_files(directory, warmup, warmup_span, file_format=file_format)
     plugs.write_files(directory, warmup + measure, span, file_format=file_format, begin=warmup)
     return directory
 
@@ -138,6 +158,7 @@ def capacity(plan: Explanation, rate: float, *, warmup: float, measure: float,
     marks: list[tuple[float, int, object]] = []  # (wall clock, tuples, event time) per batch
     warm = EPOCH + timedelta(seconds=DEBS_START + warmup)  # where the warm-up ends
     loaded = preloadable(plan)
+    fill = warmup_span(plan, rate, files_per_batch if plan.optimization.plan.by_reference else 1)
     if lateness is None:
         lateness = default_lateness(catalog_streams(plan))
 
@@ -145,12 +166,14 @@ def capacity(plan: Explanation, rate: float, *, warmup: float, measure: float,
         marks.append((time.perf_counter(), report.tuples, report.event_time))
 
     def falling_behind() -> bool:
-        """The warm-up runs slower than the arrivals (its batches hold a minute each)."""
+        """The warm-up runs slower than the arrivals (its batches hold ``fill`` seconds each)."""
         done = sum(1 for m in marks if m[2] and m[2] <= warm)
         if done and marks[done - 1][2] >= warm:
             return False
-        return time.perf_counter() - started > STARTUP + 60.0 * (done + 1)
+        return time.perf_counter() - started > STARTUP + fill * (done + 1)
 
+    # The runs' stores are scratch: Spark's JVM, which the first starts, logs where it stays.
+    spark_session(log=settings.spark_log_path(settings.store_path()), master=settings.spark_master())
     with scratch("tandem-measure-") as tmp:
         store_path = Path(tmp) / "m.duckdb"
         if loaded:
@@ -160,10 +183,10 @@ def capacity(plan: Explanation, rate: float, *, warmup: float, measure: float,
         source = "generator"
         if landed:
             source = str(land(Path(tmp) / "landing", rate, warmup, measure, span, landed,
-                              preloaded=loaded))
+                              preloaded=loaded, warmup_span=fill))
         started = time.perf_counter()
         run(RunSpec(plan.query.stem, rate=rate, duration=warmup + measure, batch=span,
-                    source=source, available_now=bool(landed), warmup=warmup,
+                    source=source, available_now=bool(landed), warmup=warmup, warmup_span=fill,
                     begin=warmup if loaded else 0.0, resume=loaded, store=store_path,
                     checkpoint=Path(tmp) / "checkpoint", spark_design=spark_design,
                     lateness=lateness, gateway=gateway, files_per_batch=files_per_batch),

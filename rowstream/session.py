@@ -12,6 +12,8 @@ from pyspark.sql import SparkSession
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
+_log: Path | None = None  # where the running JVM writes its output (``_launch_jvm``)
+
 
 def spark_session(app: str = "tandem", log: Path | None = None,
                   master: str = "local[*]") -> SparkSession:
@@ -42,6 +44,7 @@ def spark_session(app: str = "tandem", log: Path | None = None,
     }
     with SparkContext._lock:  # the one that getOrCreate takes: one JVM per process
         _forget_a_dead_jvm()
+        _forget_a_stopped_context()
         if log is not None and SparkContext._gateway is None:
             _launch_jvm(options, log)
     builder = SparkSession.builder
@@ -74,13 +77,30 @@ def _forget_a_dead_jvm() -> None:
         pass
 
 
+def _forget_a_stopped_context() -> None:
+    """Spark stops its context in a JVM that lives on when its scheduler fails (a job that ran
+    it out of memory): the session over it still answers, but cannot find the data sources the
+    next run registers (DATA_SOURCE_NOT_FOUND). Stop it on this side too, so that getOrCreate
+    starts another context in the same JVM."""
+    context = SparkContext._active_spark_context
+    if context is not None and context._jsc is not None and context._jsc.sc().isStopped():
+        context.stop()
+
+
+def jvm_log() -> Path | None:
+    """The file the running JVM writes its output to, if this process started it."""
+    return _log if SparkContext._gateway is not None else None
+
+
 def _launch_jvm(options: dict[str, str], log: Path) -> None:
     """Start Spark's JVM with ``log`` as its standard output and error, which the Python
     workers it starts inherit. Only the JVM's: a process-wide redirection while it starts
     would also swallow what the process's other threads print meanwhile (a failing run's
     traceback)."""
+    global _log
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as target:
         gateway = launch_gateway(SparkConf().setAll(options.items()),
                                  popen_kwargs={"stdout": target, "stderr": target})
     SparkContext._ensure_initialized(gateway=gateway)
+    _log = log

@@ -11,7 +11,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -33,7 +33,7 @@ from rowstream.generator import GeneratedStream, last_window_end
 from rowstream.landing_source import LandingDirectory
 from rowstream.mig import EPOCH, BatchReport, Mig, Transfers
 from rowstream.native import NativeFiles, fits, native_format
-from rowstream.session import spark_session
+from rowstream.session import jvm_log, spark_session
 from runtime.explain import Explanation, explain
 from runtime.settings import spark_log_path, spark_master
 from runtime.spec import RunSpec, Takeover
@@ -154,10 +154,11 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
                 writer = writer.trigger(availableNow=True)
             started = time.perf_counter()
             handle = writer.queryName(_query_name(spark, name)).start()
+        log = jvm_log() or spark_log_path(store)  # a JVM started by an earlier run logs there
         if on_start:
             on_start(bridge)
         dropped: dict[int, int] = {}  # Spark's rows dropped by watermark, per batch
-        watchdog = Watchdog(spec.stall_timeout, spark_log_path(store))
+        watchdog = Watchdog(spec.stall_timeout, log)
         try:
             while (handle.isActive and not bridge.finished and bridge.failure is None
                    and (generated or spec.available_now or not _drained(handle))):
@@ -177,11 +178,10 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
             # A query that stopped with an error is inactive: its results so far are not the run's.
             if handle.exception() or bridge.failure:
                 cause = bridge.failure or handle.exception()
-                first_line = (str(cause).strip().splitlines() or [""])[0]
                 full = "No space left on device" in str(cause)
                 raise TandemError(f"{'a disk is full' if full else 'the Spark query failed'}: "
-                                  f"{type(cause).__name__}: {first_line} (details in "
-                                  f"{spark_log_path(store)}; {'free space, then ' if full else ''}"
+                                  f"{_reason(cause)} (details in {log}; "
+                                  f"{'free space, then ' if full else ''}"
                                   "`--resume` continues from the last checkpoint)")
         # Py4J reports a JVM gone mid-call as its own error, one gone before a new connection
         # as the socket's refusal.
@@ -189,7 +189,7 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
             if isinstance(err, Py4JJavaError) or jvm_alive(spark, wait=JVM_EXIT_SECONDS):
                 raise
             raise TandemError(f"Spark's JVM stopped during the run (killed, or out of memory: "
-                              f"see {spark_log_path(store)}); what both engines committed is "
+                              f"see {log}); what both engines committed is "
                               "kept: `--resume` continues from the last checkpoint") from None
         finally:
             _stop(handle, spark)
@@ -307,6 +307,19 @@ def default_lateness(streams: list[Stream]) -> float:
     return max(s.lateness for s in streams)
 
 
+def _reason(cause: BaseException) -> str:
+    """The first line of what went wrong; for an error from Spark's JVM, of its root cause
+    (Py4J's own first line names only the call: "An error occurred while calling o1836.getResult")."""
+    text = str(cause)
+    if isinstance(cause, Py4JJavaError):
+        with suppress(Py4JError, ConnectionError):  # the JVM may be gone
+            error = cause.java_exception
+            while error.getCause() is not None:
+                error = error.getCause()
+            text = error.toString()
+    return f"{type(cause).__name__}: {(text.strip().splitlines() or [''])[0]}"
+
+
 def _stop(handle, spark) -> None:
     """Stop the query. A JVM that dies between the check and the call leaves nothing to stop,
     and the run's own error (a failed query, often the same death) must reach the caller
@@ -378,7 +391,8 @@ def _gateway(kind: str, spec: RunSpec, schema: StreamSchema, root, *, lateness: 
         flush = max(w.size for w in windows(root)) + 10 * slide + lateness
         replay = ({"begin": takeover.begin, "warmup": takeover.replay_until,
                    "warmup_span": max(takeover.replay_until - takeover.begin, slide)}
-                  if takeover else {"begin": spec.begin, "warmup": spec.warmup})
+                  if takeover else {"begin": spec.begin, "warmup": spec.warmup,
+                                   **({"warmup_span": spec.warmup_span} if spec.warmup_span else {})})
         return GeneratedStream(schema, spec.rate, spec.duration, spec.batch or slide, slide,
                                {"flush": flush, "steps": format_steps(spec.steps), **replay,
                                 **(spec.topology or {})})

@@ -58,8 +58,9 @@ class RunSpec:
     files that have landed, each judged as a batch of its own (``rowstream/by_reference.py``).
     For the generator: ``topology`` its houses, households and plugs,
     ``steps`` its rate steps (``workload.smart_plugs.SmartPlugs``), ``warmup`` seconds of event
-    time first in micro-batches of a minute (benchmarks fill the windows so), and the event
-    time before ``begin`` is skipped (a benchmark that loaded it into the store resumes after).
+    time first in micro-batches of ``warmup_span`` (default a minute; benchmarks fill the
+    windows so), and the event time before ``begin`` is skipped (a benchmark that loaded it
+    into the store resumes after).
 
     The state: ``name`` names the run's schema in ``store`` and its checkpoint (default: the
     query's); the checkpoint defaults to ``checkpoints/<store>/<name>`` beside the store;
@@ -86,6 +87,7 @@ class RunSpec:
     topology: dict | None = None
     steps: tuple[tuple[float, float], ...] = ()
     warmup: float = 0.0
+    warmup_span: float | None = None
     begin: float = 0.0
     store: str | Path = DEFAULT_PATH
     checkpoint: str | Path | None = None

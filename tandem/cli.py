@@ -649,7 +649,8 @@ def bench_command(
         bench_report.write_json(points, partial, command, calibration,
                                 (time.perf_counter() - started) / 60, spark_design)
 
-    with steps("benchmarking") as step, user_errors():
+    with steps("benchmarking") as step, user_errors(), \
+            engine_output_to(settings.spark_log_path(settings.store_path())):
         points = bench.sweep(**chosen, profile=profile, spark_design=spark_design,
                              on_progress=step, on_point=keep, lateness=lateness)
     report = bench_report.write(points, out_dir, command, calibration,

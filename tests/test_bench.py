@@ -277,3 +277,19 @@ def test_a_plan_that_runs_out_of_memory_fails_its_point_and_the_sweep_goes_on(mo
                    latest=False).read_text()
     assert "| 1,000 | failed |" in report and "| 2,000 | (failed at 1,000) |" in report
     assert "Q5 at 1,000 tuples/s, pure-Spark: the Spark query failed" in report
+
+
+def test_a_plan_that_hands_window_rows_to_spark_warms_up_in_batches_that_fit():
+    """Q2 with its DB-ops on duckdb-partitioned hands each window_end's 5-minute window to
+    Spark's executors: warmed up in the minute-long batches of the other plans, it killed
+    Spark's JVM at 20,000 tuples/s (2026-11-29)."""
+    from benchmarking.measure import HANDOVER_ROWS, WARMUP_SPAN, warmup_span
+    from runtime.explain import explain
+
+    window = 300  # seconds: Q2's windows
+    for rate in (1_000, 20_000, 100_000):
+        span = warmup_span(explain("q2", rate=rate, placement="duckdb-partitioned"), rate)
+        assert span == 1 or span * rate * window <= HANDOVER_ROWS, (rate, span)
+        assert span >= 1 and span == int(span)  # whole slides of 1 s
+    assert warmup_span(explain("q2", rate=1_000, placement="duckdb-partitioned"), 1_000) > 1
+    assert warmup_span(explain("q2", rate=20_000, placement="duckdb"), 20_000) == WARMUP_SPAN

@@ -204,3 +204,35 @@ def test_a_session_after_the_jvm_died_starts_another(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["7"]
+
+
+# A job that ran Spark out of memory made its scheduler stop the context, in a JVM that lived
+# on: the next measurement of `tandem bench` got the stale session back and failed (its stream's
+# data source not found; here, where nothing ran since, "LiveListenerBus is stopped").
+AFTER_A_STOPPED_CONTEXT = """
+import sys
+from pathlib import Path
+from rowstream.landing_source import LandingDirectory
+from rowstream.session import spark_session
+from runtime.explain import explain
+from runtime.run import stream_schema
+from workload.smart_plugs import SmartPlugs
+
+log, landing = Path(sys.argv[1]), Path(sys.argv[2])
+SmartPlugs(rate=100).write_files(landing, 2, 1)
+spark_session(log=log).sparkContext._jsc.sc().stop()
+spark = spark_session(log=log)
+gateway = LandingDirectory(stream_schema(explain("q5")), str(landing), lateness=0, slide=1)
+query = gateway.stream(spark).writeStream.format("memory").queryName("landed").start()
+query.processAllAvailable()
+query.stop()
+print(spark.table("landed").count())
+"""
+
+
+def test_a_session_after_spark_stopped_its_context_starts_another(tmp_path):
+    done = subprocess.run([sys.executable, "-c", AFTER_A_STOPPED_CONTEXT, str(tmp_path / "spark.log"),
+                           str(tmp_path / "landing")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert int(done.stdout.split()[-1]) > 0
