@@ -50,8 +50,9 @@ load exceeds a threshold the window sets), a list holds only the non-NULL values
 and the first value of each chunk of about √n of them (``_minima``). The rows that pass are a
 suffix (OP is > or >=) or a prefix (< or <=) of the list: the minima say in which chunk it
 begins or ends, and only that chunk is compared value by value. A count reads about 2√n values
-instead of n (at 1M tuples/s, Q2's evaluation of a window_end took 0.5–0.7 s instead of 1.4 s,
-``bench/ordered_lists.py``); ordering the values costs the append a sort per (group, pane).
+instead of n (at 1M tuples/s, Q2's evaluation of a window_end took 0.47 s instead of 1.00 s,
+``bench/results/ordered-lists.md``); ordering the values costs the append a sort per (group,
+pane).
 """
 
 from __future__ import annotations

@@ -79,9 +79,9 @@ def _forget_a_dead_jvm() -> None:
 
 def _forget_a_stopped_context() -> None:
     """Spark stops its context in a JVM that lives on when its scheduler fails (a job that ran
-    it out of memory): the session over it still answers, but cannot find the data sources the
-    next run registers (DATA_SOURCE_NOT_FOUND). Stop it on this side too, so that getOrCreate
-    starts another context in the same JVM."""
+    it out of memory). getOrCreate would hand the next run the session over it, which fails
+    (DATA_SOURCE_NOT_FOUND for the stream's source, or "LiveListenerBus is stopped"). Stop it
+    on this side too, so that getOrCreate starts another context in the same JVM."""
     context = SparkContext._active_spark_context
     if context is not None and context._jsc is not None and context._jsc.sc().isStopped():
         context.stop()
