@@ -93,6 +93,7 @@ CHUNK = "GREATEST(8, CAST(CEIL(SQRT(LEN({rows}))) AS BIGINT))"
 # t (at most for > and <=, below for >= and <).
 EDGE = {exp.GT: exp.LTE, exp.GTE: exp.LT, exp.LT: exp.LT, exp.LTE: exp.LTE}
 MIRRORED = {exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE}
+OPERATOR = {exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<="}
 # Partial aggregates per pane, and how a window combines them (AVG: a sum and a count).
 PARTIALS = {"COUNT": (("COUNT", ""),), "SUM": (("SUM", ""),), "MIN": (("MIN", ""),),
             "MAX": (("MAX", ""),), "AVG": (("SUM", "_sum"), ("COUNT", "_n"))}
@@ -366,9 +367,12 @@ class Correlated:
         """The aggregate for every window_end evaluated: the lists of its W/β panes joined to
         the other relation's row of the window, filtered, then combined."""
         kept = exp.column(LISTS, "p")
-        if self.kept is not None:
-            kept = _list_func("LIST_FILTER", kept, self.kept)
-        count = exp.func("SUM", self._passing() if self.ordered else exp.func("LEN", kept.copy()))
+        if self.ordered:
+            count = exp.func("SUM", self._passing())
+        else:
+            if self.kept is not None:
+                kept = _list_func("LIST_FILTER", kept, self.kept)
+            count = exp.func("SUM", exp.func("LEN", kept.copy()))
         select = []
         for c in self.node.columns:
             if c == "window_end":
@@ -397,10 +401,9 @@ class Correlated:
         op, threshold = self.ordered
         t = threshold.sql(dialect=DUCKDB)
         rows, b = f"p.{LISTS}", CHUNK.format(rows=f"p.{LISTS}")
-        compare = {exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<="}
-        j = f"LEN(LIST_FILTER(p.{MINIMA}, LAMBDA m : m {compare[EDGE[op]]} {t}))"
+        j = f"LEN(LIST_FILTER(p.{MINIMA}, LAMBDA m : m {OPERATOR[EDGE[op]]} {t}))"
         edge = (f"CASE WHEN {j} = 0 THEN 0 ELSE LEN(LIST_FILTER(LIST_SLICE({rows}, ({j} - 1) * {b} "
-                f"+ 1, {j} * {b}), LAMBDA {ELEMENT} : {ELEMENT} {compare[op]} {t})) END")
+                f"+ 1, {j} * {b}), LAMBDA {ELEMENT} : {ELEMENT} {OPERATOR[op]} {t})) END")
         whole = (f"GREATEST(0, LEN({rows}) - {j} * {b})" if op in (exp.GT, exp.GTE)
                  else f"GREATEST(0, ({j} - 1) * {b})")
         return exp.maybe_parse(f"{whole} + {edge}", dialect=DUCKDB)
