@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 
 from py4j.protocol import Py4JError, Py4JJavaError
@@ -159,24 +160,26 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
             on_start(bridge)
         dropped: dict[int, int] = {}  # Spark's rows dropped by watermark, per batch
         watchdog = Watchdog(spec.stall_timeout, log)
+        asked = partial(answered, spec.stall_timeout)
         try:
-            while (handle.isActive and not bridge.finished and bridge.failure is None
-                   and (generated or spec.available_now or not _drained(handle))):
+            while (asked(lambda: handle.isActive) and not bridge.finished
+                   and bridge.failure is None
+                   and (generated or spec.available_now or not asked(_drained, handle))):
                 if spec.stop_after is not None and len(reports) >= spec.stop_after:
                     break
                 if stop_when is not None and stop_when():
                     bridge.paused = True  # what it has taken is evaluated; nothing more
                     break
                 if watchdog.due():  # it parses a hundred JSON documents: once a second
-                    _count_dropped(handle, dropped)
+                    asked(_count_dropped, handle, dropped)
                     watchdog.check(len(reports), max(dropped, default=-1),
-                                   generated and _drained(handle) and not bridge.busy(),
+                                   generated and asked(_drained, handle) and not bridge.busy(),
                                    final_end)
                 time.sleep(0.05)
             bridge.drain()  # the last batch's evaluation
-            _count_dropped(handle, dropped)
+            asked(_count_dropped, handle, dropped)
             # A query that stopped with an error is inactive: its results so far are not the run's.
-            if handle.exception() or bridge.failure:
+            if asked(handle.exception) or bridge.failure:
                 cause = bridge.failure or handle.exception()
                 full = "No space left on device" in str(cause)
                 raise TandemError(f"{'a disk is full' if full else 'the Spark query failed'}: "
@@ -191,6 +194,12 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
             raise TandemError(f"Spark's JVM stopped during the run (killed, or out of memory: "
                               f"see {log}); what both engines committed is "
                               "kept: `--resume` continues from the last checkpoint") from None
+        except Unanswered:
+            kill_jvm(spark)
+            raise TandemError(f"Spark's JVM answered no call for {spec.stall_timeout:.0f} s "
+                              f"(threads lost to an OutOfMemoryError, or the process stopped: "
+                              f"see {log}), so the run killed it; what both engines committed "
+                              "is kept: `--resume` continues from the last checkpoint") from None
         finally:
             _stop(handle, spark)
             bridge.close()
@@ -330,6 +339,41 @@ def _stop(handle, spark) -> None:
     except (Py4JError, ConnectionError):
         if jvm_alive(spark, wait=JVM_EXIT_SECONDS):
             raise
+
+
+class Unanswered(Exception):
+    """Spark's JVM did not answer a call in time."""
+
+
+def answered(seconds: float, call: Callable, *args):
+    """``call(*args)``, a call into Spark's JVM, with a bound on the wait for its answer. A JVM
+    whose threads died of an OutOfMemoryError can live on without serving Python's calls: the
+    call then waits forever (it did, for 14 minutes, in a sweep), and so would a watchdog in the
+    same loop. The call runs in a daemon thread, which is left behind if it gets no answer."""
+    done, outcome = threading.Event(), {}
+
+    def ask() -> None:
+        try:
+            outcome["value"] = call(*args)
+        except BaseException as err:  # noqa: BLE001 - raised again in the caller's thread
+            outcome["error"] = err
+        finally:
+            done.set()
+
+    threading.Thread(target=ask, name="tandem-spark-call", daemon=True).start()
+    if not done.wait(seconds):
+        raise Unanswered(call)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def kill_jvm(spark) -> None:
+    """Kill the JVM behind a local session (the next session starts another: ``rowstream.session``)."""
+    process = getattr(spark.sparkContext._gateway, "proc", None)
+    if process is not None:
+        process.kill()
+        process.wait()
 
 
 def jvm_alive(spark, wait: float = 0.0) -> bool:

@@ -24,7 +24,7 @@ from optimizer.errors import TandemError
 from runtime.run import run
 from runtime.spec import RunSpec
 from tests.conftest import lost_and_duplicated, query_sql, short
-from tests.crash.points import JVM, environment
+from tests.crash.points import FROZEN, JVM, environment
 from tests.test_reference import assert_same_rows
 from workload.smart_plugs import SmartPlugs
 
@@ -75,11 +75,11 @@ def test_a_store_locked_by_another_process(tmp_path, catalog, profile, reliabili
                           "the DuckDB file locked by another process")
 
 
-def run_landing(landing: Path, store: Path, crash: str | None = None):
+def run_landing(landing: Path, store: Path, crash: str | None = None, *options: str):
     """``tandem run`` of Q5 over ``landing`` in a process of its own (the JVM of this test
     session lives on)."""
     return subprocess.run([sys.executable, "-m", "tandem.cli", "run", short("q5"), "--placement",
-                           PLACEMENT, "--source", str(landing), "--store", str(store)],
+                           PLACEMENT, "--source", str(landing), "--store", str(store), *options],
                           env=environment(crash), capture_output=True, text=True, timeout=600, cwd=ROOT)
 
 
@@ -114,6 +114,16 @@ def test_the_spark_jvm_dying_mid_run(tmp_path, catalog, profile, reliability):
     assert_one_line(died, "Spark's JVM stopped during the run")
     assert_resumed_exactly(landing, tmp_path / "t.duckdb", catalog, profile, reliability,
                            "the Spark JVM dies")
+
+
+def test_a_spark_jvm_that_stops_answering(tmp_path, catalog, profile, reliability):
+    landing = tmp_path / "landing"
+    SmartPlugs(rate=RATE, **SMALL).write_files(landing, DURATION, file_seconds=BATCH)
+    # Without a bound on Spark's answers the run waits for ever (here, for run_landing's timeout).
+    stuck = run_landing(landing, tmp_path / "t.duckdb", f"{FROZEN}:3", "--stall-timeout", "20")
+    assert_one_line(stuck, "Spark's JVM answered no call for 20 s")
+    assert_resumed_exactly(landing, tmp_path / "t.duckdb", catalog, profile, reliability,
+                           "the Spark JVM stops answering")
 
 
 @pytest.fixture

@@ -49,6 +49,9 @@ MIGRATION_POINTS = {
     "release": "Parallel Track: the old plan is done, the new one's results not yet released",
 }
 JVM = "jvm"  # Spark's JVM dies at a micro-batch's arrival; the CLI's process lives on
+# Spark's JVM stops (SIGSTOP) at a micro-batch's arrival: it lives on and answers no call, as
+# one did whose threads an OutOfMemoryError had killed.
+FROZEN = "jvm-frozen"
 ROOT = Path(__file__).resolve().parents[2]
 SITE = Path(__file__).resolve().parent / "site"
 
@@ -65,12 +68,13 @@ def environment(crash: str | None, env: dict[str, str] | None = None) -> dict[st
     return env
 
 
-def crash_point(point: str, where: object, victim: int | None = None) -> None:
+def crash_point(point: str, where: object, victim: int | None = None,
+                how: signal.Signals = signal.SIGKILL) -> None:
     """Die here if ``TANDEM_CRASH`` names this point and place; with ``victim``, that process
-    dies instead of the whole group."""
+    gets ``how`` instead of the whole group getting SIGKILL."""
     if os.environ.get(VARIABLE) == f"{point}:{where}":
         if victim is not None:
-            os.kill(victim, signal.SIGKILL)
+            os.kill(victim, how)
         else:
             os.killpg(int(os.environ.get(GROUP, os.getpgid(0))), signal.SIGKILL)
 
@@ -179,8 +183,9 @@ def _patch_mig(module: ModuleType) -> None:
     arrive, evaluate_batch = module.Mig._arrive, module.Mig._evaluate_batch
 
     def arriving(self, batch, batch_id, started):
-        if os.environ.get(VARIABLE) == f"{JVM}:{batch_id}":  # the JVM dies, this process lives
-            crash_point(JVM, batch_id, victim=self.spark.sparkContext._gateway.proc.pid)
+        jvm = self.spark.sparkContext._gateway.proc.pid  # the JVM dies or stops, this process lives
+        crash_point(JVM, batch_id, victim=jvm)
+        crash_point(FROZEN, batch_id, victim=jvm, how=signal.SIGSTOP)
         return arrive(self, batch, batch_id, started)
 
     def evaluating(self, arrival):
