@@ -42,6 +42,9 @@ from workload.smart_plugs import DEBS_START, SmartPlugs
 
 SETTLE = 2  # measured micro-batches dropped first: the query's first jobs compile and warm up
 STARTUP = 30.0  # wall seconds a query may take to start before the warm-up must keep pace
+# A measurement whose JVM answers nothing, or finishes no micro-batch, for this long has failed
+# (a run's own default is 10 min): a plan that kept up would have finished many batches.
+STALL = 300.0
 # Event seconds generated and loaded at a time: 30, fewer above a million tuples/s, so that a
 # part holds at most 30M readings (a process held 5 GB per million tuples/s of 30-s parts, and
 # the kernel killed one at 5M tuples/s).
@@ -189,7 +192,8 @@ def capacity(plan: Explanation, rate: float, *, warmup: float, measure: float,
                     source=source, available_now=bool(landed), warmup=warmup, warmup_span=fill,
                     begin=warmup if loaded else 0.0, resume=loaded, store=store_path,
                     checkpoint=Path(tmp) / "checkpoint", spark_design=spark_design,
-                    lateness=lateness, gateway=gateway, files_per_batch=files_per_batch),
+                    lateness=lateness, gateway=gateway, files_per_batch=files_per_batch,
+                    stall_timeout=STALL),
             explanation=plan, on_batch=mark, stop_when=None if loaded else falling_behind)
     after = [i for i, m in enumerate(marks) if m[2] and m[2] > warm and m[1]]
     if len(after) <= SETTLE:  # stopped in the warm-up: what it reached bounds the capacity
