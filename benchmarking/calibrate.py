@@ -407,7 +407,7 @@ def _duckdb(model: _Model) -> dict[tuple[str, str], Fitted]:
         # The fixed cost of an evaluation first, from a window of a few rows.
         per_call = evaluation(_aggregate("AVG", size), 100, size)
         fits["duckdb", "query"] = _set(model, "duckdb", "query", 0.0, 1, per_call=per_call)
-        _pane_upkeep(model, store, rates)  # panes.per_tuple; the stage below fits the rest
+        _pane_upkeep(model, store, rates)  # per tuple and call; the stages below the rest
         for function, names, queries in stages:
             rows = [(evaluation(q, r, w), lambda v, q=q, r=r: model.db_evaluation(q, r, v))
                     for q, w in queries for r in rates]
@@ -417,16 +417,20 @@ def _duckdb(model: _Model) -> dict[tuple[str, str], Fitted]:
     return fits
 
 
-def _pane_upkeep(model: _Model, store: ColumnarStore, rates) -> Fitted:
-    """Seconds per arriving tuple to keep pane partials (Q3's two AVGs) and lists (Q1's) up to
-    date: one second of rows appended, less the same append without them."""
+def _pane_upkeep(model: _Model, store: ColumnarStore, rates) -> None:
+    """Seconds to keep pane partials (Q3's two AVGs) and lists (Q1's) up to date: one second
+    of rows appended, less the same append without them, per arriving tuple and per micro-batch
+    (an insert into each table: by reference it is all a window costs a batch besides the scan,
+    ``cost.CostModel.db_cost``). Q1's shape keeps its MAX's partials beside the lists: the
+    lists' share is what the partials' line leaves."""
     def append(schema: str, table, rows, batch: int, panes=()) -> float:
         return min(_time(lambda: store.append_input(schema, table, rows, batch, panes))
                    for _ in range(3))
 
-    tuples, seconds = [], []
+    measured: list[tuple[list[float], list[float]]] = []
     for n, sql in enumerate((_join_aggregates(60), _join_rows(60))):
         fragment = fragments(model.optimization(sql, rates[0], "duckdb", {}).plan)[0]
+        tuples, seconds = [], []
         for rate in rates:
             schema = f"upkeep_{n}_{rate}"  # the two queries' pane tables differ
             store.create(schema)
@@ -436,8 +440,13 @@ def _pane_upkeep(model: _Model, store: ColumnarStore, rates) -> Fitted:
                               for panes in ((), fragment.panes))
                 tuples.append(rows.num_rows)
                 seconds.append(max(full - bare, 0.0))
-    return _line(model, ("duckdb", "panes"), np.array(tuples, float), np.array(seconds),
-                 per_call=False)
+        measured.append((tuples, seconds))
+    (pane_tuples, pane_seconds), (list_tuples, list_seconds) = (
+        (np.array(t, float), np.array(s)) for t, s in measured)
+    panes = _line(model, ("duckdb", "panes"), pane_tuples, pane_seconds)
+    partials = (panes.coefficients["duckdb", "panes", "per_tuple"] * list_tuples
+                + panes.coefficients["duckdb", "panes", "per_call"])
+    _line(model, ("duckdb", "lists"), list_tuples, np.maximum(list_seconds - partials, 0.0))
 
 
 def _insert_cost() -> float:

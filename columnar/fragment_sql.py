@@ -78,6 +78,7 @@ from optimizer.logical import (
     stateless_rows,
     substitute,
 )
+from optimizer.ordered_lists import SMALLEST_CHUNK
 from optimizer.physical import PhysicalPlan, split
 
 WINDOW_ENDS = "window_ends"
@@ -85,9 +86,10 @@ ROWS = "__input"  # what the SQL that fills an input or pane table reads: the ro
 LAST_PANE = "_last_pane"  # of a window_end evaluated
 LISTS, ELEMENT = "_rows", "x"  # a pane's rows as one list (a correlated aggregate), one row of it
 MINIMA = "_minima"  # of an ordered list: the first value of each of its chunks
-# An ordered list's chunk: about its square root of values, at least 8. Of Q2's 235 loads per
-# plug and second at 1M tuples/s, a count reads 15 minima and one chunk of 16.
-CHUNK = "GREATEST(8, CAST(CEIL(SQRT(LEN({rows}))) AS BIGINT))"
+# An ordered list's chunk: about its square root of values, at least SMALLEST_CHUNK. Of Q2's
+# 235 loads per plug and second at 1M tuples/s, a count reads 15 minima and one chunk of 16
+# (what the cost model prices, optimizer/ordered_lists.py).
+CHUNK = f"GREATEST({SMALLEST_CHUNK}, CAST(CEIL(SQRT(LEN({{rows}}))) AS BIGINT))"
 # Where a comparison v OP t holds on a suffix of the ascending values (OP is > or >=) or a
 # prefix (< or <=): the chunk where it starts or ends is the last whose first value is at most
 # t (at most for > and <=, below for >= and <).

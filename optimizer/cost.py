@@ -34,6 +34,7 @@ from optimizer.logical import (
     signature,
     source_window,
 )
+from optimizer.ordered_lists import values_read
 from optimizer.profile import Profile
 from optimizer.statistics import Statistics
 
@@ -206,8 +207,9 @@ class CostModel:
     """Unit costs of the operators of one logical plan at one arrival rate."""
 
     def __init__(self, stats: Statistics, profile: Profile, span: float | None = None,
-                 files_per_batch: int = FILES_PER_BATCH):
+                 files_per_batch: int = FILES_PER_BATCH, ordered: frozenset[Join] = frozenset()):
         self.stats = stats
+        self.ordered = ordered  # joins below a count DuckDB finds by order (ordered_lists.py)
         self.profile = profile
         self.span = span or profile.micro_batch_seconds  # event time per micro-batch
         self.files_per_batch = files_per_batch  # the most a batch by reference takes
@@ -364,17 +366,19 @@ class CostModel:
             return found
         st = self.stats
         terms = {s: self._input_term(s) for s in fragment.inputs}
-        moved, stored = sum(lam for lam, _ in terms.values()), 0.0
+        moved, stored, moves = sum(lam for lam, _ in terms.values()), 0.0, len(terms)
         if fragment.by_reference:
             # The stream's windows cross as file names: DuckDB reads and judges the files once
             # (``source``) and stores the rows only of the windows a member reads as rows (the
-            # others feed pane partials and lists, ``db_arrival``). A relation Spark computes
-            # still moves, and is stored as it moves in.
-            moved -= sum(terms[s][0] for s in terms if self._is_window(s))
+            # others feed pane partials and lists, whose inserts ``db_arrival`` prices). A
+            # relation Spark computes still moves, and is stored as it moves in.
+            crossing = [s for s in terms if self._is_window(s)]
+            moved -= sum(terms[s][0] for s in crossing)
+            moves -= len(crossing)
             stored = (sum(terms[s][0] for s in fragment.kept & terms.keys())
                       * self.profile.get(DUCKDB, "store", "per_tuple"))
         transfer_in = (moved * self._c(DUCKDB, "transfer_in", "per_tuple") + stored
-                       + len(terms) * self._per_batch(DUCKDB, "transfer_in"))
+                       + moves * self._per_batch(DUCKDB, "transfer_in"))
         evaluation = self._c(DUCKDB, "query", "per_call") + fragment.work
         out = st[root]
         transfer_out = 0.0 if to_sink else (
@@ -456,8 +460,11 @@ class CostModel:
             if listed is not None:
                 rows, other = listed
                 keys = [l if rows is node.left else r for l, r in node.keys]
-                return (st[rows].cardinality * self._c(DUCKDB, "lists", "per_window_tuple")
-                        + self._pane_rows(rows, keys) * self._c(DUCKDB, "panes", "per_window_tuple")
+                lists, values = self._pane_rows(rows, keys), st[rows].cardinality
+                if node in self.ordered:
+                    values = values_read(values, lists)
+                return (values * self._c(DUCKDB, "lists", "per_window_tuple")
+                        + lists * self._c(DUCKDB, "panes", "per_window_tuple")
                         + st[other].cardinality * self._c(DUCKDB, "join", "per_window_tuple"))
             if node.keys:
                 return ((left + right) * self._c(DUCKDB, "join", "per_window_tuple")
@@ -482,14 +489,18 @@ class CostModel:
 
     def db_arrival(self, node: Node) -> float:
         """Seconds per second of arrivals the store spends keeping ``node``'s pane partials or
-        lists up to date (0 for an operator that has none)."""
+        lists up to date: per tuple, and per micro-batch an insert into their table (0 for an
+        operator that has none). A profile calibrated before lists had costs of their own
+        prices them as partials, and neither per batch."""
         if isinstance(node, Aggregate) and by_panes(node):
-            rows = node.input
+            rows, kept = node.input, "panes"
         elif isinstance(node, Join) and (listed := self._listed(node)) is not None:
-            rows = listed[0]
+            rows, kept = listed[0], "lists"
         else:
             return 0.0
-        return self.stats[rows].lambda_out * self._c(DUCKDB, "panes", "per_tuple")
+        per_tuple = (self.profile.get(DUCKDB, kept, "per_tuple")
+                     or self._c(DUCKDB, "panes", "per_tuple"))
+        return self.stats[rows].lambda_out * per_tuple + self._per_batch(DUCKDB, kept)
 
     def _listed(self, node: Join) -> tuple[Node, Node] | None:
         """(rows, other) when the join pairs a windowed stream's rows with a relation of the

@@ -141,7 +141,7 @@ def migration_costs(old: Optimization, new: Optimization, *, lateness: float,
     widest = max(w.size for w in windows(new.logical.root))
     # Moving State rebuilds the new states from the open windows' rows read again in one
     # micro-batch: their fixed costs per batch count once, not once per slide.
-    once = CostModel(new.model.stats, new.model.profile, span=widest)
+    once = CostModel(new.model.stats, new.model.profile, span=widest, ordered=new.model.ordered)
     before, after = states(old.plan, old.model), states(new.plan, once)
     return (moving_state(new.logical, before, after, once, restart),
             parallel_track(old.plan.cost, new.plan.cost, states(new.plan, new.model), widest,

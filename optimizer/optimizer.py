@@ -33,6 +33,7 @@ from optimizer.logical import (
     r2r_operators,
     windows,
 )
+from optimizer.ordered_lists import counted_by_order
 from optimizer.partitioning import partitionable, splittable
 from optimizer.phase_one import phase_one
 from optimizer.phase_two import ENGINES, allowed_engines, exhaustive, search
@@ -139,15 +140,17 @@ def optimize(sql: str, catalog: Catalog, profile: Profile, rate: float | None = 
     objective = Objective(feasibility=feasibility, memory_budget=memory_budget,
                           time_shared=profile.time_shared, overlap=profile.overlap)
 
-    def profile_model() -> CostModel:
-        return CostModel(Statistics(catalog), profile, span, files_per_batch)
+    def profile_model(ordered: frozenset = frozenset()) -> CostModel:
+        return CostModel(Statistics(catalog), profile, span, files_per_batch, ordered)
 
     start = time.perf_counter()
     root = phase_one(root, profile_model(), objective)
     plan = LogicalPlan(root)
     phase_one_ms = (time.perf_counter() - start) * 1000
 
-    model = profile_model()  # fresh memo: the tree phase one returns has new nodes
+    # A fresh memo (the tree phase one returns has new nodes) that knows the counts DuckDB
+    # finds by order.
+    model = profile_model(counted_by_order(root))
     pins = parse_placement(placement, plan)
     start = time.perf_counter()
     limit = decompose_above if decompose_above and len(plan) > decompose_above else None

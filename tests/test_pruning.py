@@ -2,7 +2,8 @@
 Q1's rows keep only readings above 90 % of their own pane's maximum, and the windows still give
 the reference's rows, with panes whose rows come in two batches, negative and NULL loads.
 Ordered lists (``_ordered_count``): a count under one comparison, found from the chunks' minima,
-gives the reference's rows for every comparison, with ties across chunk edges."""
+gives the reference's rows for every comparison, with ties across chunk edges; the cost model
+prices as ordered exactly the counts that DuckDB finds by order."""
 
 from __future__ import annotations
 
@@ -19,6 +20,14 @@ from tests.test_fragment_sql import T0
 from tests.test_reference import COLUMNS
 from tests.test_stacks import assert_batches_match_the_reference, stream
 
+def ordered(plan) -> bool:
+    """Are the fragment's lists ordered, and does the cost model say so too?"""
+    [fragment] = fragments(plan.plan)
+    found = any(MINIMA in p.sql for p in fragment.panes)
+    assert bool(plan.model.ordered) == found, "the cost model prices the lists otherwise"
+    return found
+
+
 Q1 = query_sql("q1").replace("INTERVAL '5' MINUTES", "INTERVAL '10' SECONDS")
 
 
@@ -30,6 +39,7 @@ def test_pruned_lists_give_the_reference_s_windows(catalog, profile, threshold):
     plan = optimize(sql, catalog, profile, placement="duckdb")
     [fragment] = fragments(plan.plan)
     assert any("_bound" in p.sql for p in fragment.panes), "the lists are pruned"
+    assert ordered(plan)
     assert_batches_match_the_reference(plan, stream(60, 7), 7)
 
 
@@ -42,6 +52,7 @@ def test_a_threshold_that_a_pane_cannot_bound_prunes_nothing(catalog, profile, t
     plan = optimize(sql, catalog, profile, placement="duckdb")
     [fragment] = fragments(plan.plan)
     assert not any("_bound" in p.sql for p in fragment.panes)
+    assert ordered(plan)
     assert_batches_match_the_reference(plan, stream(60, 8), 8)
 
 
@@ -71,8 +82,7 @@ def crowded(seconds: int, seed: int) -> pl.DataFrame:
 def test_ordered_lists_count_every_comparison_as_the_reference(catalog, profile, comparison):
     sql = Q2.replace("l.value > p.avg_load", comparison)
     plan = optimize(sql, catalog, profile, placement="duckdb")
-    [fragment] = fragments(plan.plan)
-    assert any(MINIMA in p.sql for p in fragment.panes), "the lists are ordered"
+    assert ordered(plan)
     assert_batches_match_the_reference(plan, crowded(40, 11), 11)
 
 
@@ -80,6 +90,7 @@ def test_pruned_lists_are_ordered_too(catalog, profile):
     plan = optimize(Q1, catalog, profile, placement="duckdb")
     [fragment] = fragments(plan.plan)
     assert any(MINIMA in p.sql and "_bound" in p.sql for p in fragment.panes)
+    assert ordered(plan)
     assert_batches_match_the_reference(plan, crowded(40, 12), 12)
 
 
@@ -88,6 +99,5 @@ def test_pruned_lists_are_ordered_too(catalog, profile):
 def test_lists_under_other_conditions_are_not_ordered(catalog, profile, condition):
     sql = Q2.replace("WHERE l.value > p.avg_load", f"WHERE {condition}")
     plan = optimize(sql, catalog, profile, placement="duckdb")
-    [fragment] = fragments(plan.plan)
-    assert not any(MINIMA in p.sql for p in fragment.panes)
+    assert not ordered(plan)
     assert_batches_match_the_reference(plan, crowded(20, 13), 13)
