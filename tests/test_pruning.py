@@ -20,6 +20,7 @@ from tests.test_fragment_sql import T0
 from tests.test_reference import COLUMNS
 from tests.test_stacks import assert_batches_match_the_reference, stream
 
+
 def ordered(plan) -> bool:
     """Are the fragment's lists ordered, and does the cost model say so too?"""
     [fragment] = fragments(plan.plan)
