@@ -65,6 +65,7 @@ from columnar.stacks import PANE, Stacks
 from optimizer.cost import DUCKDB, STACKED_FROM
 from optimizer.deployment import Deployment
 from optimizer.errors import TandemError
+from optimizer.expressions import conjuncts
 from optimizer.logical import (
     WINDOW_COLUMNS,
     AggCall,
@@ -528,7 +529,7 @@ def _ordered_count(conditions: list[exp.Expression], node: Aggregate,
     ordered lists (module docstring). None where it does not apply."""
     if any(a.func != "COUNT" or args[a.name] is not None for a in node.aggregates):
         return None
-    terms = [t for c in conditions for t in (c.flatten() if isinstance(c, exp.And) else [c])]
+    terms = [t for c in conditions for t in conjuncts(c)]
     if len(terms) != 1 or type(terms[0]) not in MIRRORED:
         return None
     term = terms[0]
@@ -557,7 +558,7 @@ def _pruned(query: exp.Select, conditions: list[exp.Expression], other: Node, si
     if any((g, g) not in pairs for g in other.group_by if g not in WINDOW_COLUMNS):
         return None  # a group of the MAX spans rows of several lists' groups
     maxima = {a.name: a.arg for a in other.aggregates if a.func == "MAX" and a.arg is not None}
-    for term in (t for c in conditions for t in (c.flatten() if isinstance(c, exp.And) else [c])):
+    for term in (t for c in conditions for t in conjuncts(c)):
         bound = _bound_of(term, maxima)
         if bound is None:
             continue

@@ -16,6 +16,7 @@ import math
 
 from sqlglot import exp
 
+from optimizer.expressions import conjuncts
 from optimizer.logical import WINDOW_COLUMNS, Aggregate, Join, Node, Select, post_order
 
 SMALLEST_CHUNK = 8  # values of a chunk, at the least (fragment_sql.CHUNK)
@@ -44,13 +45,12 @@ def _ordered_join(node: Node) -> Join | None:
         return None
     terms, below = [], node.input
     while isinstance(below, Select):
-        terms += _conjuncts(below.predicate)
+        terms += conjuncts(below.predicate)
         below = below.input
     # A projection between renames what the comparison reads: the rule is not applied there.
     if not isinstance(below, Join):
         return None
-    if below.condition is not None:
-        terms += _conjuncts(below.condition)
+    terms += conjuncts(below.condition)
     sides = [s for s in (below.left, below.right) if not s.instantiated]
     if len(terms) != 1 or not isinstance(terms[0], COMPARISONS) or len(sides) != 1:
         return None
@@ -65,7 +65,3 @@ def _ordered_join(node: Node) -> Join | None:
         if read and read <= mine and against <= theirs:
             return below
     return None
-
-
-def _conjuncts(predicate: exp.Expression) -> list[exp.Expression]:
-    return list(predicate.flatten()) if isinstance(predicate, exp.And) else [predicate]

@@ -183,9 +183,10 @@ def _patch_mig(module: ModuleType) -> None:
     arrive, evaluate_batch = module.Mig._arrive, module.Mig._evaluate_batch
 
     def arriving(self, batch, batch_id, started):
-        jvm = self.spark.sparkContext._gateway.proc.pid  # the JVM dies or stops, this process lives
-        crash_point(JVM, batch_id, victim=jvm)
-        crash_point(FROZEN, batch_id, victim=jvm, how=signal.SIGSTOP)
+        if os.environ.get(VARIABLE, "").startswith(JVM):  # the JVM dies or stops, this process lives
+            jvm = self.spark.sparkContext._gateway.proc.pid
+            crash_point(JVM, batch_id, victim=jvm)
+            crash_point(FROZEN, batch_id, victim=jvm, how=signal.SIGSTOP)
         return arrive(self, batch, batch_id, started)
 
     def evaluating(self, arrival):
