@@ -54,10 +54,11 @@ $(JSA): $(STAMP)
 # Two test processes, each test module on one (with its shared session, cluster or Airflow).
 # Most tests are Spark runs, and a Spark run leaves about a fifth of two cores idle (vmstat):
 # the second process fills it. The peer's tests need `make peers` (850 MB): `make test` is the
-# same suite on every machine, and `make test-peers` runs them.
+# same suite on every machine, and `make test-peers` runs them. The slowest tests are listed at
+# the end: the suite must stay within 15 minutes.
 test: $(STAMP) $(JSA) system-packages
 	$(BIN)/lint-imports --no-cache
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not peers"
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not peers" --durations=20
 
 # Every placement of the integration tests' samples, not one per class (tests/matrix.py), and
 # the optimiser's exhaustive check of J5 at every rate and overlap (tests/test_search.py).
