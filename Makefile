@@ -55,7 +55,7 @@ $(JSA): $(STAMP)
 # Most tests are Spark runs, and a Spark run leaves about a fifth of two cores idle (vmstat):
 # the second process fills it. The peer's tests need `make peers` (850 MB): `make test` is the
 # same suite on every machine, and `make test-peers` runs them. The slowest tests are listed at
-# the end: the suite must stay within 15 minutes.
+# the end, against the target of 15 minutes for the whole suite.
 test: $(STAMP) $(JSA) system-packages
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not peers" --durations=20
