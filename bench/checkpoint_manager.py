@@ -23,19 +23,18 @@ import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from rowstream.session import CHECKPOINTS, spark_session  # noqa: E402
+from rowstream.session import CHECKPOINT_MANAGER, CHECKPOINTS, spark_session  # noqa: E402
 
 MANAGERS = {"FileContext (Spark's default)": None, "FileSystem (Tandem's)": CHECKPOINTS}
-KEY = "spark.sql.streaming.checkpointFileManagerClass"
 WARMUP = 10  # batches
 
 
 def per_batch(spark, landing: Path, checkpoint: Path, manager: str | None) -> list[float]:
     """Seconds between consecutive batches' calls, after the warm-up."""
     if manager is None:
-        spark.conf.unset(KEY)
+        spark.conf.unset(CHECKPOINT_MANAGER)
     else:
-        spark.conf.set(KEY, manager)
+        spark.conf.set(CHECKPOINT_MANAGER, manager)
     called: list[float] = []
 
     def each(batch, _batch_id: int) -> None:

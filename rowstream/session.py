@@ -17,6 +17,7 @@ ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvi
 # is atomic, which is all the FileSystem API's manager needs to be exact. Spark's file source
 # as a control plane alone: 219-266 ms a micro-batch with the default, 103-118 ms with this one
 # (bench/checkpoint_manager.py).
+CHECKPOINT_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
 CHECKPOINTS = ("org.apache.spark.sql.execution.streaming.checkpointing."
                "FileSystemBasedCheckpointFileManager")
 
@@ -46,7 +47,7 @@ def spark_session(app: str = "tandem", log: Path | None = None,
         "spark.sql.shuffle.partitions": os.environ.get("TANDEM_SHUFFLE_PARTITIONS", "2"),
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
-        "spark.sql.streaming.checkpointFileManagerClass": CHECKPOINTS,
+        CHECKPOINT_MANAGER: CHECKPOINTS,
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",

@@ -183,7 +183,8 @@ def _patch_mig(module: ModuleType) -> None:
     arrive, evaluate_batch = module.Mig._arrive, module.Mig._evaluate_batch
 
     def arriving(self, batch, batch_id, started):
-        if os.environ.get(VARIABLE, "").startswith(JVM):  # the JVM dies or stops, this process lives
+        # The JVM dies or stops, this process lives: its pid only where one of them is set.
+        if os.environ.get(VARIABLE, "").partition(":")[0] in (JVM, FROZEN):
             jvm = self.spark.sparkContext._gateway.proc.pid
             crash_point(JVM, batch_id, victim=jvm)
             crash_point(FROZEN, batch_id, victim=jvm, how=signal.SIGSTOP)
