@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from benchmarking.measure import Capacity, capacity, preloadable, warmup_stream
+from benchmarking.measure import Capacity, capacity, event_seconds, preloadable, warmup_stream
 from benchmarking.verify import placements
 from optimizer.errors import TandemError
 from optimizer.logical import windows
@@ -62,6 +62,7 @@ class Measured:
     carried_from: float | None = None  # the lower rate whose capacity stands in for this one
     preloaded: bool = False  # the warm-up went straight into DuckDB
     seconds: float = 0.0  # wall seconds the measurement took
+    batches: int = 0  # micro-batches measured (Capacity.batches)
     failed: str | None = None  # the engine's error where the run failed (out of memory)
 
     @property
@@ -137,7 +138,8 @@ def sweep(queries=QUERIES, rates=RATES, *, others: int = 2, measure: float = 10.
         say(f"{plan.query.stem} at {rate:,.0f} tuples/s: {', '.join(roles)}")
         started = time.perf_counter()
         try:
-            found: Capacity = capacity(plan, rate, warmup=_warmup(plan), measure=measure,
+            found: Capacity = capacity(plan, rate, warmup=_warmup(plan),
+                                       measure=event_seconds(measure, rate, m.predicted),
                                        stream=stream, spark_design=design(roles),
                                        lateness=lateness)
         except TandemError as error:
@@ -147,7 +149,7 @@ def sweep(queries=QUERIES, rates=RATES, *, others: int = 2, measure: float = 10.
             say(f"{plan.query.stem} at {rate:,.0f} tuples/s: {', '.join(roles)} failed: "
                 f"{m.failed}")
         else:
-            m.capacity, m.bound = found.tuples_per_second, found.bound
+            m.capacity, m.bound, m.batches = found.tuples_per_second, found.bound, found.batches
             m.preloaded = found.preloaded
         m.seconds = time.perf_counter() - started
         return m

@@ -50,6 +50,20 @@ STALL = 300.0
 # the kernel killed one at 5M tuples/s).
 PRELOAD_PART, PRELOAD_ROWS = 30.0, 30e6
 HANDOVER_ROWS = 3e6  # window rows a warm-up micro-batch may hand between the engines (below)
+# A measurement lasts at least this many wall seconds at the capacity the cost model expects:
+# at 20k tuples/s, 20 one-second batches of a plan that keeps up 12 times over took 2-6 s, and
+# the same plan's capacity moved 3.6x between sweeps of one day (bench/results/2026-11-29/
+# stretch/notes.md). Up to MEASURE_ROWS arrivals, landed before the clock starts.
+MIN_WALL, MEASURE_ROWS = 10.0, 20e6
+
+
+def event_seconds(measure: float, rate: float, expected: float | None) -> float:
+    """Event seconds to measure: ``measure`` at least, and what a plan whose capacity is
+    ``expected`` tuples/s (None: not modelled) processes in MIN_WALL wall seconds, up to
+    MEASURE_ROWS arrivals at ``rate``."""
+    if not expected:
+        return measure
+    return max(measure, min(MIN_WALL * expected, MEASURE_ROWS) / rate)
 
 
 @dataclass(frozen=True)
