@@ -30,7 +30,7 @@ from optimizer.errors import TandemError
 from optimizer.logical import stateless_rows, windows
 from rowstream.by_reference import FileReferences, ReferencedFiles, reads_no_rows
 from rowstream.gateway import STREAM
-from rowstream.generator import WARMUP_SPAN
+from rowstream.generator_source import WARMUP_SPAN
 from rowstream.landing import landed_files
 from rowstream.mig import EPOCH, Mig
 from rowstream.session import spark_session

@@ -30,7 +30,8 @@ from rowstream.by_reference import ReferencedFiles
 from rowstream.by_reference import fits as fits_by_reference
 from rowstream.dsps import SPARK_DESIGNS
 from rowstream.gateway import Gateway, Quarantined
-from rowstream.generator import GeneratedStream, last_window_end
+from rowstream.generator import GeneratedStream
+from rowstream.generator_source import last_window_end
 from rowstream.landing_source import LandingDirectory
 from rowstream.mig import EPOCH, BatchReport, Mig, Transfers
 from rowstream.native import NativeFiles, fits, native_format
