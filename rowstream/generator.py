@@ -1,13 +1,6 @@
-"""The smart-plug generator's gateway: a Python streaming data source over
-``workload/smart_plugs.py`` (``rowstream/generator_source.py``), in event-time order, every row
-good (its judge admits them all).
-
-Micro-batch k holds event time [k * span, (k + 1) * span) (after the warm-up, if any) and ends
-with a heartbeat row at the end of its span; a finite stream ends with one past its last
-window_end, far enough for every stateful operator, chained ones too, to emit the last windows
-(whoever writes results keeps the window_ends up to the last one only). Heartbeats move the
-event-time watermark, and they flow through Spark's operators as punctuation: an operator that
-emits a heartbeat row for a window has emitted every row of it (``rowstream/dsps.py``)."""
+"""The smart-plug generator's gateway: the stream of ``rowstream/generator_source.py``'s Python
+data source over ``workload/smart_plugs.py``, in event-time order, every row good (its judge
+admits them all)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,14 @@
 """The smart-plug generator as a Python streaming data source (``rowstream/generator.py`` is
-its gateway). Spark starts a Python process for each of the source's parts (its schema, two
+its gateway).
+
+Micro-batch k holds event time [k * span, (k + 1) * span) (after the warm-up, if any) and ends
+with a heartbeat row at the end of its span; a finite stream ends with one past its last
+window_end, far enough for every stateful operator, chained ones too, to emit the last windows
+(whoever writes results keeps the window_ends up to the last one only). Heartbeats move the
+event-time watermark, and they flow through Spark's operators as punctuation: an operator that
+emits a heartbeat row for a window has emitted every row of it (``rowstream/dsps.py``).
+
+Spark starts a Python process for each of the source's parts (its schema, two
 offset runners a query, the reads), and each imports this module: it imports only pyarrow and
 pyspark's data source classes, and the generator, the stream's schema and the heartbeat where
 a read needs them. With them at the top, each process took 0.66 s more to start, and a query's
