@@ -1,0 +1,69 @@
+"""What a short pure-Spark run over the generator costs in a fresh JVM and in a warm one: the
+run of ``tests/test_run.py`` (Q2's short-window variant all in Spark, four 15-s micro-batches at
+6 tuples/s), three times in one JVM, the first cold. Each checkout given runs in a process of
+its own, its code first on the path of the driver and of Spark's Python workers, the checkouts
+in turn for each round, so that two commits compare interleaved (``git worktree add DIR REV``
+for the other one). The tests' JVM options (C1, the class archive) as ``make test`` sets them.
+
+    .venv/bin/python bench/query_start.py [CHECKOUT ...] [--rounds 2]
+
+Writes bench/results/query_start.json."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNS = 3
+
+ONE_JVM = f"""
+import json, sys, tempfile, time
+from pathlib import Path
+from rowstream.session import spark_session
+spark_session()
+from tests.test_run import run_small
+seconds = []
+for _ in range({RUNS}):
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        run_small("q2", Path(tmp), placement="spark")
+    seconds.append(round(time.perf_counter() - started, 1))
+print(json.dumps(seconds))
+"""
+
+
+def runs(checkout: Path) -> list[float]:
+    archive = Path(sys.prefix) / "spark-classes.jsa"
+    options = "-XX:TieredStopAtLevel=1"
+    if archive.is_file():
+        options += f" -XX:SharedArchiveFile={archive} -Xlog:cds=off,cds+dynamic=off"
+    env = {**os.environ, "PYTHONPATH": str(checkout), "SPARK_SUBMIT_OPTS": options}
+    out = subprocess.run([sys.executable, "-c", ONE_JVM], cwd=checkout, env=env,
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("checkouts", nargs="*", type=Path, default=[ROOT])
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    results = {str(c): [] for c in args.checkouts}
+    for round_ in range(args.rounds):
+        for checkout in args.checkouts:
+            seconds = runs(checkout.resolve())
+            results[str(checkout)].append(seconds)
+            print(f"round {round_ + 1}, {checkout}: cold {seconds[0]} s, warm "
+                  f"{', '.join(map(str, seconds[1:]))} s", flush=True)
+    out = ROOT / "bench" / "results" / "query_start.json"
+    out.write_text(json.dumps({"runs_per_jvm": RUNS, "seconds": results}, indent=1) + "\n")
+    print(f"written to {out.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
