@@ -4,10 +4,13 @@ run of ``tests/test_run.py`` (Q2's short-window variant all in Spark, four 15-s 
 its own, its code first on the path of the driver and of Spark's Python workers, the checkouts
 in turn for each round, so that two commits compare interleaved (``git worktree add DIR REV``
 for the other one). The tests' JVM options (C1, the class archive) as ``make test`` sets them.
+A checkout may carry environment settings after commas (``.,SPARK_HOME=...``), to compare two
+settings of one commit; ``ARCHIVE`` there names another class archive (the archive's class
+path must be the JVM's, which the Spark home decides).
 
-    .venv/bin/python bench/query_start.py [CHECKOUT ...] [--rounds 2]
+    .venv/bin/python bench/query_start.py [CHECKOUT[,VAR=VALUE...] ...] [--rounds 2]
 
-Writes bench/results/query_start.json."""
+Writes bench/results/query_start.json, or ``--out``."""
 
 from __future__ import annotations
 
@@ -37,12 +40,15 @@ print(json.dumps(seconds))
 """
 
 
-def runs(checkout: Path) -> list[float]:
-    archive = Path(sys.prefix) / "spark-classes.jsa"
+def runs(variant: str) -> list[float]:
+    checkout, *settings = variant.split(",")
+    checkout = Path(checkout).resolve()
+    overrides = dict(setting.split("=", 1) for setting in settings)
+    archive = Path(overrides.pop("ARCHIVE", Path(sys.prefix) / "spark-classes.jsa"))
     options = "-XX:TieredStopAtLevel=1"
     if archive.is_file():
         options += f" -XX:SharedArchiveFile={archive} -Xlog:cds=off,cds+dynamic=off"
-    env = {**os.environ, "PYTHONPATH": str(checkout), "SPARK_SUBMIT_OPTS": options}
+    env = {**os.environ, "PYTHONPATH": str(checkout), "SPARK_SUBMIT_OPTS": options, **overrides}
     out = subprocess.run([sys.executable, "-c", ONE_JVM], cwd=checkout, env=env,
                          capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -50,19 +56,19 @@ def runs(checkout: Path) -> list[float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("checkouts", nargs="*", type=Path, default=[ROOT])
+    parser.add_argument("checkouts", nargs="*", default=[str(ROOT)])
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "query_start.json")
     args = parser.parse_args()
-    results = {str(c): [] for c in args.checkouts}
+    results = {c: [] for c in args.checkouts}
     for round_ in range(args.rounds):
         for checkout in args.checkouts:
-            seconds = runs(checkout.resolve())
-            results[str(checkout)].append(seconds)
+            seconds = runs(checkout)
+            results[checkout].append(seconds)
             print(f"round {round_ + 1}, {checkout}: cold {seconds[0]} s, warm "
                   f"{', '.join(map(str, seconds[1:]))} s", flush=True)
-    out = ROOT / "bench" / "results" / "query_start.json"
-    out.write_text(json.dumps({"runs_per_jvm": RUNS, "seconds": results}, indent=1) + "\n")
-    print(f"written to {out.relative_to(ROOT)}")
+    args.out.write_text(json.dumps({"runs_per_jvm": RUNS, "seconds": results}, indent=1) + "\n")
+    print(f"written to {args.out}")
 
 
 if __name__ == "__main__":

@@ -17,9 +17,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pyspark
+from rowstream.spark_home import spark_home
 
-SPARK_HOME = Path(pyspark.__file__).parent
 HOST = "127.0.0.1"
 READY_SECONDS = 60.0
 
@@ -86,9 +85,10 @@ class Cluster:
 
     def _spawn(self, name: str, main_class: str, *args: str) -> subprocess.Popen:
         self.directory.mkdir(parents=True, exist_ok=True)
-        env = os.environ | {"SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": HOST}
+        home = spark_home()  # the executors' Python workers import the installed pyspark
+        env = os.environ | {"SPARK_HOME": str(home), "SPARK_LOCAL_IP": HOST}
         with open(self.directory / f"{name}.log", "ab") as log:
-            return subprocess.Popen([str(SPARK_HOME / "bin" / "spark-class"), main_class, *args],
+            return subprocess.Popen([str(home / "bin" / "spark-class"), main_class, *args],
                                     stdout=log, stderr=subprocess.STDOUT, env=env,
                                     start_new_session=True)
 

@@ -10,7 +10,9 @@
 set -euo pipefail
 
 : "${PYTHON:=python}"
-SPARK_HOME="${SPARK_HOME:-$("$PYTHON" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')}"
+# The installed pyspark's, linked so that Spark's Python workers import it compiled
+# (rowstream/spark_home.py).
+SPARK_HOME="${SPARK_HOME:-$("$PYTHON" -c 'from rowstream.spark_home import spark_home; print(spark_home())')}"
 export SPARK_HOME
 
 role="${1:-}"

@@ -10,6 +10,8 @@ from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
+from rowstream.spark_home import spark_home
+
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 # Spark's default checkpoint manager renames through Hadoop's FileContext, whose local file
 # system starts a `readlink` process for every rename: the offsets, the commits and each state
@@ -37,6 +39,7 @@ def spark_session(app: str = "tandem", log: Path | None = None,
     # Python workers (the stream source, pandas UDFs) must see the same packages as the driver.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_HOME", str(spark_home()))
     options = {
         "spark.app.name": app,
         "spark.master": master,
