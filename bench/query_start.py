@@ -22,6 +22,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run as a script: the tests' options are measured, not copied
+from tests.conftest import ARCHIVE, jvm_options  # noqa: E402
+
 RUNS = 3
 
 ONE_JVM = f"""
@@ -44,10 +47,7 @@ def runs(variant: str) -> list[float]:
     checkout, *settings = variant.split(",")
     checkout = Path(checkout).resolve()
     overrides = dict(setting.split("=", 1) for setting in settings)
-    archive = Path(overrides.pop("ARCHIVE", Path(sys.prefix) / "spark-classes.jsa"))
-    options = "-XX:TieredStopAtLevel=1"
-    if archive.is_file():
-        options += f" -XX:SharedArchiveFile={archive} -Xlog:cds=off,cds+dynamic=off"
+    options = " ".join(jvm_options(Path(overrides.pop("ARCHIVE", ARCHIVE))))
     env = {**os.environ, "PYTHONPATH": str(checkout), "SPARK_SUBMIT_OPTS": options, **overrides}
     out = subprocess.run([sys.executable, "-c", ONE_JVM], cwd=checkout, env=env,
                          capture_output=True, text=True, check=True).stdout

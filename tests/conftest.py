@@ -32,6 +32,14 @@ C1 = "-XX:TieredStopAtLevel=1"
 ARCHIVE = Path(sys.prefix) / "spark-classes.jsa"  # `make test` writes it (Makefile)
 
 
+def jvm_options(archive: Path = ARCHIVE) -> list[str]:
+    """C1, and the class archive where there is one (``pytest_configure``)."""
+    if not archive.is_file():
+        return [C1]
+    # A JVM or pyspark other than the archive's ignores it, with a warning it need not log.
+    return [C1, f"-XX:SharedArchiveFile={archive}", "-Xlog:cds=off,cds+dynamic=off"]
+
+
 def pytest_configure(config):
     """The tests' Spark JVMs are short-lived (a run killed at a crash point, a CLI command),
     or run a new query every few seconds (the session's own): C1 alone compiles enough for
@@ -41,10 +49,7 @@ def pytest_configure(config):
     which spark-submit gives the driver's JVM, and which every process the tests start
     inherits; and through PYSPARK_SUBMIT_ARGS to the executors of a cluster's application
     (tests/test_cluster.py, tests/test_docker.py), which its workers start."""
-    options = [C1]
-    if ARCHIVE.is_file():
-        # A JVM or pyspark other than the archive's ignores it, with a warning it need not log.
-        options += [f"-XX:SharedArchiveFile={ARCHIVE}", "-Xlog:cds=off,cds+dynamic=off"]
+    options = jvm_options()
     current = os.environ.get("SPARK_SUBMIT_OPTS", "")
     if C1 not in current:  # xdist's workers inherit the controller's
         os.environ["SPARK_SUBMIT_OPTS"] = " ".join(filter(None, [current, *options]))

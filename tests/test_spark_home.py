@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import py4j
 import pyspark
 import pytest
 from pyspark.find_spark_home import _find_spark_home
@@ -73,6 +74,5 @@ def test_spark_s_python_workers_import_the_installed_pyspark():
         import pyspark
         return pyspark.__file__, py4j.__file__
 
-    import py4j
     worker = spark_session().sparkContext.parallelize([0], 1).map(modules).collect()[0]
     assert worker == (pyspark.__file__, py4j.__file__)
