@@ -224,6 +224,10 @@ def layout(deployment: Deployment, db_ops: list[Fragment]) -> Layout:
                   list(tables.values()))
 
 
+class Interrupted(Exception):
+    """The micro-batch a run interrupted on purpose refuses (``Mig.stop_after``)."""
+
+
 @dataclass
 class Mig:
     """The ``foreachBatch`` callable of a deployed plan; ``stream`` builds what it reads."""
@@ -253,6 +257,10 @@ class Mig:
     finished: bool = False
     failure: Exception | None = None  # what stopped a micro-batch
     paused: bool = False  # takes no more batches: its run stops
+    # A run interrupted on purpose (a test's restart) after this many micro-batches: the next
+    # one is refused, not skipped, so that Spark does not commit it and the resumed run reads it.
+    stop_after: int | None = None
+    interrupted: bool = False
 
     def __post_init__(self):
         plan = self.deployment.physical.logical
@@ -276,6 +284,7 @@ class Mig:
         self._releasing = threading.Lock()  # results go where ``release`` says, all or none
         self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"tandem-{self.query}")
         self._pending: Future | None = None
+        self._taken = 0  # micro-batches this MIG took (``stop_after``)
 
     def stream(self, source: DataFrame) -> DataFrame:
         """What ``foreachBatch`` receives. The source is scanned once for its event times, its
@@ -311,6 +320,10 @@ class Mig:
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         if self.paused:  # the run stops here for a migration: this batch is the next plan's
             return
+        if self.stop_after is not None and self._taken >= self.stop_after:
+            self.interrupted = True
+            raise Interrupted(f"the run stops after {self.stop_after} micro-batches, as asked")
+        self._taken += 1
         try:
             if self.gateway.by_reference:
                 # No Spark job reads the batch: DuckDB reads its files on the MIG's thread

@@ -144,6 +144,7 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
             bridge = Mig(name, deployment, columnar, spark, explanation.fragments, gateway,
                          record, final_end=final_end, spark_design=spec.spark_design,
                          lateness=lateness, checkpoint=str(checkpoint),
+                         stop_after=spec.stop_after,
                          **(taking_over(takeover, plugs.start if generated else 0, columnar, name,
                                         spec.resume) if takeover else {}))
             if spec.resume:
@@ -164,10 +165,8 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
         asked = partial(answered, spec.stall_timeout)
         try:
             while (asked(lambda: handle.isActive) and not bridge.finished
-                   and bridge.failure is None
+                   and bridge.failure is None and not bridge.interrupted
                    and (generated or spec.available_now or not asked(_drained, handle))):
-                if spec.stop_after is not None and len(reports) >= spec.stop_after:
-                    break
                 if stop_when is not None and stop_when():
                     bridge.paused = True  # what it has taken is evaluated; nothing more
                     break
@@ -180,7 +179,8 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
             bridge.drain()  # the last batch's evaluation
             asked(_count_dropped, handle, dropped)
             # A query that stopped with an error is inactive: its results so far are not the run's.
-            if asked(handle.exception) or bridge.failure:
+            # One interrupted on purpose stopped with the MIG's refusal of its next batch.
+            if bridge.failure or (not bridge.interrupted and asked(handle.exception)):
                 cause = bridge.failure or handle.exception()
                 full = "No space left on device" in str(cause)
                 raise TandemError(f"{'a disk is full' if full else 'the Spark query failed'}: "

@@ -66,8 +66,8 @@ class RunSpec:
     query's); the checkpoint defaults to ``checkpoints/<store>/<name>`` beside the store;
     ``resume`` continues from the checkpoint of an earlier run, else the run starts afresh.
 
-    The end: ``stop_after`` micro-batches (to interrupt a run on purpose), or none finishing
-    for ``stall_timeout`` seconds (an error). ``takeover``: this run is a plan that another
+    The end: exactly ``stop_after`` micro-batches (to interrupt a run on purpose: Spark
+    commits none after them), or none finishing for ``stall_timeout`` seconds (an error). ``takeover``: this run is a plan that another
     run's migrated to; ``last_end``: the last window_end it evaluates (a plan that Parallel
     Track replaces)."""
 

@@ -108,7 +108,7 @@ def test_a_run_restarted_from_its_checkpoint_neither_loses_nor_duplicates(tmp_pa
                                                                           catalog, profile,
                                                                           placement):
     first = run_small("q1", tmp_path, placement=placement, stop_after=3)
-    assert 0 < first.batches < DURATION / BATCH
+    assert first.batches == 3  # of four: the resumed run reads the fourth
     run_small("q1", tmp_path, placement=placement, resume=True)
     root = optimize(query_sql(short("q1")), catalog, profile).logical.root
     assert_same_rows(results(tmp_path / "tandem.duckdb", "q1").select(root.columns),
