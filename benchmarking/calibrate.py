@@ -325,6 +325,9 @@ def calibrate(out: str | Path = settings.CALIBRATED_PROFILE, *,
     fits.update(_partitioned(model))
     say("split aggregates: Spark's partials per pane of a windowed SUM at three rates")
     fits["spark", "partial"] = _split(model)
+    say("Spark after the MIG: a windowed AVG over DuckDB's rows of each window_end at three "
+        "sizes")
+    fits["spark", "batch_aggregate"] = _batch_aggregate(model)
     say(f"writing {out}")
     profile = replace(model.profile(model.values, f"calibrated on {platform.node()} "
                                     f"{time.strftime('%Y-%m-%d %H:%M')}"), overlap=overlap)
@@ -503,6 +506,25 @@ def _split(model: _Model) -> Fitted:
         measured, _ = _measured_load(model, sql, rate, 60, placement)
         rows.append((measured, lambda v, rate=rate: model.utilization(sql, rate, placement, v)))
     return model.fit(("spark", "partial"), ["per_tuple", "per_call"], rows)
+
+
+AFTER_MIG = "select_1=duckdb,aggregate_1=spark"  # the aggregate over DuckDB's rows
+BATCH_AGGREGATE_POINTS = ((10, 10_000), (30, 10_000), (10, 30_000))  # (window s, tuples/s)
+
+
+def _batch_aggregate(model: _Model) -> Fitted:
+    """Spark's batch aggregation after the MIG (per row DuckDB hands it and per batch), from
+    the capacity of a windowed AVG whose selection runs in DuckDB and whose aggregate in Spark,
+    over DataFrames of each window_end's rows, once DuckDB's functions and the moves out and
+    into the results are fitted. The windows' sizes and rates vary the rows handed (the
+    selection's rows times the windows each is in) apart from the batches."""
+    rows = []
+    for size, rate in BATCH_AGGREGATE_POINTS:
+        sql = _aggregate("AVG", size, "WHERE property = 1")
+        measured, _ = _measured_load(model, sql, rate, size, AFTER_MIG)
+        rows.append((measured, lambda v, sql=sql, rate=rate:
+                     model.utilization(sql, rate, AFTER_MIG, v)))
+    return model.fit(("spark", "batch_aggregate"), ["per_tuple", "per_call"], rows)
 
 
 def _overlap(model: _Model) -> tuple[float, Fitted]:

@@ -89,10 +89,6 @@ class OperatorCost:
     # DuckDB) runs in the micro-batch's job, beside the previous batch's evaluation.
     evaluation: float = 0.0
 
-    def after_mig(self) -> OperatorCost:
-        """The same work run on the evaluation thread: a Spark operator over a DB-op's rows."""
-        return OperatorCost(self.u, self.memory, self.u)
-
 
 @dataclass(frozen=True)
 class PlanCost:
@@ -214,6 +210,7 @@ class CostModel:
         self.span = span or profile.micro_batch_seconds  # event time per micro-batch
         self.files_per_batch = files_per_batch  # the most a batch by reference takes
         self._dsps: dict[Node, OperatorCost] = {}
+        self._after_mig: dict[Node, OperatorCost] = {}
         self._db: dict[tuple[Fragment, Node, bool], OperatorCost] = {}
         self._db_of_members: dict[tuple[frozenset[Node], Node, bool, bool], OperatorCost] = {}
         self._work: dict[Node, float] = {}
@@ -230,6 +227,10 @@ class CostModel:
             for e, f in ((SPARK, "control"), *((DUCKDB, f) for f in SCAN.values())))
         # And the split aggregate's Spark side (``partial``)?
         self.prices_split = profile.get(SPARK, "partial", "per_tuple") > 0
+        # And Spark's batch aggregation after the MIG? A profile calibrated before it was priced
+        # apart prices it as the streaming aggregate (Eq. 6.4), as it did then.
+        # (Its presence decides, not its value: a calibration fits it from zero.)
+        self.prices_batch_aggregate = "batch_aggregate" in profile.functions.get(SPARK, {})
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -293,6 +294,33 @@ class CostModel:
                       + right.cardinality * self._bytes(SPARK, node.right))
             return OperatorCost(u, memory)
         raise TypeError(f"{node.kind} is not a DSPS-op")
+
+    def handed(self, node: Node) -> float:
+        """Rows per second of ``node``'s instantaneous relations: what the MIG hands Spark from
+        DuckDB, one relation per window_end (``rowstream/mig.py``). A windowed relation's row is
+        in W/beta of them; a relation tagged with its window_end (an aggregate's) is in one."""
+        found = self.stats[node]
+        return found.n_slide * found.cardinality
+
+    def after_mig(self, node: Node) -> OperatorCost:
+        """A Spark operator over DataFrames of DuckDB's rows (``physical.after_mig``): a batch
+        job on the MIG's evaluation thread over the instantaneous relations of the window_ends
+        a micro-batch completes. It reads every row DuckDB hands it, keeps no state across
+        batches (the windows are DuckDB's), and an aggregate there is Spark's batch aggregation
+        (``batch_aggregate``), not the streaming one's update per window instance."""
+        found = self._after_mig.get(node)
+        if found is not None:
+            return found
+        rows = sum(self.handed(i) for i in node.inputs)
+        if isinstance(node, (Select, Project)):
+            u = rows * self._c(SPARK, node.kind, "per_tuple")
+        elif isinstance(node, Aggregate) and self.prices_batch_aggregate:
+            u = (rows * self._c(SPARK, "batch_aggregate", "per_tuple")
+                 + self._per_batch(SPARK, "batch_aggregate"))
+        else:  # a join of window_ends' relations: Eq. 6.4's streaming terms, not calibrated apart
+            u = self.dsps(node).u
+        found = self._after_mig[node] = OperatorCost(u, 0.0, u)
+        return found
 
     # -- DB-ops -----------------------------------------------------------------------------
 
@@ -382,7 +410,7 @@ class CostModel:
         evaluation = self._c(DUCKDB, "query", "per_call") + fragment.work
         out = st[root]
         transfer_out = 0.0 if to_sink else (
-            out.lambda_out * self._c(DUCKDB, "transfer_out", "per_tuple")
+            self.handed(root) * self._c(DUCKDB, "transfer_out", "per_tuple")
             + out.n_slide * self._c(DUCKDB, "transfer_out", "per_call"))
         # The moves in and the partials' upkeep run in the micro-batch's job (the MIG's
         # foreachBatch); the SQL and the move out on its evaluation thread.

@@ -179,9 +179,9 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
         child_plans = [plans.pop(c) for c in children]
         new: list[Partial] = []
         if SPARK in allowed[i]:
-            u = model.dsps(op)
             for combo in itertools.product(*(best_closed(cp) for cp in child_plans)):
-                closed = ZERO.add(u.after_mig() if any(map(_fed_by_db, combo)) else u)
+                closed = ZERO.add(model.after_mig(op) if any(map(_fed_by_db, combo))
+                                  else model.dsps(op))
                 for p in combo:
                     closed = closed.combine(p.closed)
                 new.append(Partial(i, sum((p.engines for p in combo), ()) + (IN_SPARK,), closed, None))

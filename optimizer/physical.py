@@ -113,8 +113,7 @@ def plan_cost(plan: LogicalPlan, placement: dict[str, str], model: CostModel,
     after = after_mig(plan, placement)
     for op in plan.operators:
         if placement[plan.ids[op]] == SPARK:
-            c = model.dsps(op)
-            cost = cost.add(c.after_mig() if op in after else c)
+            cost = cost.add(model.after_mig(op) if op in after else model.dsps(op))
         elif placement[plan.ids[op]] == SPLIT:
             cost = cost.add(model.partial(op))
     for root, fragment in db_fragments(plan, placement).items():
@@ -141,12 +140,13 @@ def evaluate(plan: LogicalPlan, placement: dict[str, str], model: CostModel) -> 
     referenced = by_reference(plan, placement, model)
     source = model.source(plan.streams, referenced)
     ops = [PhysicalOperator("source", "source", SPARK, (), (), rate, rate, source.u, source.memory)]
+    after = after_mig(plan, placement)
     for op in plan.operators:
         op_id = plan.ids[op]
         lambda_in = sum(st[i].lambda_out for i in op.inputs)
         inputs = tuple(physical_input(i) for i in op.inputs)
         if placement[op_id] == SPARK:
-            c = model.dsps(op)
+            c = model.after_mig(op) if op in after else model.dsps(op)
             ops.append(PhysicalOperator(op_id, op.kind, SPARK, (op_id,), inputs, lambda_in,
                                         st[op].lambda_out, c.u, c.memory))
         elif placement[op_id] == SPLIT:
@@ -166,7 +166,7 @@ def evaluate(plan: LogicalPlan, placement: dict[str, str], model: CostModel) -> 
                       for i in inputs), sum(model.partials_rate(i) if i in splits
                                             else st[i].lambda_out for i in inputs),
                 st[op].lambda_out, c.u, c.memory))
-    sink = model.sink(plan.root, root_engine(plan, placement), plan.root in after_mig(plan, placement))
+    sink = model.sink(plan.root, root_engine(plan, placement), plan.root in after)
     ops.append(PhysicalOperator("sink", "sink", DUCKDB, (), (physical_input(plan.root),),
                                 st[plan.root].lambda_out, st[plan.root].lambda_out, sink.u, 0.0))
     return PhysicalPlan(plan, dict(placement), tuple(ops),

@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 from benchmarking.calibrate import (
+    AFTER_MIG,
+    BATCH_AGGREGATE_POINTS,
     Fitted,
     _aggregate,
     _join_rows,
@@ -45,6 +47,25 @@ def test_fit_recovers_the_coefficients_that_made_the_measurements():
     for key, value in fitted.coefficients.items():
         assert value == pytest.approx(truth[key], rel=1e-6)
     assert fitted.error == pytest.approx(0.0, abs=1e-9)
+
+
+def test_the_batch_aggregation_after_the_mig_is_told_apart_from_its_batches():
+    # The three plans calibrate measures give back both coefficients: the rows DuckDB hands
+    # Spark vary apart from the batches.
+    model = _Model()
+    truth = dict(model.values)
+    truth[("spark", "batch_aggregate", "per_tuple")] = 3e-7
+    truth[("spark", "batch_aggregate", "per_call")] = 0.04
+    queries = [(_aggregate("AVG", size, "WHERE property = 1"), rate)
+               for size, rate in BATCH_AGGREGATE_POINTS]
+    rows = [(model.utilization(sql, rate, AFTER_MIG, truth),
+             lambda v, sql=sql, rate=rate: model.utilization(sql, rate, AFTER_MIG, v))
+            for sql, rate in queries]
+    for name in ("per_tuple", "per_call"):
+        model.values[("spark", "batch_aggregate", name)] = 0.0
+    fitted = model.fit(("spark", "batch_aggregate"), ["per_tuple", "per_call"], rows)
+    for key, value in fitted.coefficients.items():
+        assert value == pytest.approx(truth[key], rel=1e-6)
 
 
 @pytest.mark.parametrize("engine", ["spark", "duckdb"])

@@ -104,9 +104,10 @@ def test_db_op_cost_is_transfer_in_plus_sql_plus_transfer_out(unit_catalog, unit
     # * 10 keys * 2e-5; no transfer out.
     both = model.db(frozenset({select, agg}), agg, to_sink=True)
     assert both.u == pytest.approx(0.11 + 0.008 + 0.012)
-    # Only the selection in DuckDB: its 50 tuples/s go back to Spark (0.05 + 0.01 per slide).
+    # Only the selection in DuckDB: each window_end's relation goes back to Spark, every one of
+    # its 50 tuples/s in 10 windows (500 * 0.001 + 0.01 per slide).
     first = model.db(frozenset({select}), select)
-    assert first.u == pytest.approx(0.11 + 0.01 + 0.06)
+    assert first.u == pytest.approx(0.11 + 0.01 + 0.51)
     # Non-additive (Ji Sec. 6.1): two operators in DuckDB cost less than the first one alone.
     assert both.u < first.u
     # State: the window of 1000 tuples of 3 stored columns (ts, k, v) plus window_start/_end.
@@ -238,14 +239,48 @@ def test_time_shared_operators_keep_up_only_when_their_sum_does():
         time_shared=True).rank(cost)
 
 
+def with_functions(profile, engine: str, **functions):
+    return dataclasses.replace(profile, functions=profile.functions | {
+        engine: profile.functions[engine] | functions})
+
+
+def test_a_spark_operator_after_the_mig_reads_every_row_duckdb_hands_it(unit_catalog,
+                                                                        unit_profile):
+    batch = {"per_tuple": 0.0002, "per_call": 0.02}
+    plan, model = model_for(COUNT_BY_K, unit_catalog,
+                            with_functions(unit_profile, "spark", batch_aggregate=batch))
+    select, agg = node(plan, Select), node(plan, Aggregate)
+    # One relation per window_end: the selection's 50 tuples/s each in 10 windows; the
+    # aggregate's 10 groups a window_end once, its lambda_out (Eq. 6.3).
+    assert model.handed(select) == pytest.approx(500)
+    assert model.handed(agg) == pytest.approx(model.stats[agg].lambda_out) == pytest.approx(10)
+    # The COUNT in Spark over DuckDB's rows is a batch aggregation of those 500 rows, all on
+    # the evaluation thread, with no state of its own (the window is DuckDB's).
+    after = model.after_mig(agg)
+    assert (after.u, after.memory, after.evaluation) == pytest.approx((0.12, 0.0, 0.12))
+    # Not the streaming aggregate's update of 10 partials a tuple: 50 * (0.001 + 10 * 0.0001).
+    assert model.dsps(agg).u == pytest.approx(0.1)
+    # A selection over the aggregate's rows filters each of them once.
+    having = LogicalPlan(parse_query(f"SELECT * FROM ({COUNT_BY_K}) AS c WHERE n > 2", unit_catalog))
+    top = CostModel(Statistics(unit_catalog), model.profile)
+    assert top.after_mig(having.root).u == pytest.approx(10 * 0.001)
+    # A profile calibrated before the batch aggregation was priced prices it as it did then.
+    old = CostModel(Statistics(unit_catalog), unit_profile)
+    assert old.after_mig(agg).u == pytest.approx(old.dsps(agg).u)
+
+
 def test_the_job_and_the_evaluation_thread_overlap(unit_catalog, unit_profile):
-    plan, model = model_for(COUNT_BY_K, unit_catalog, unit_profile)
+    # A move out of a tenth of the unit profile's, so that the evaluation thread is the smaller side.
+    profile = with_functions(with_functions(unit_profile, "duckdb", transfer_out={
+        "per_tuple": 0.0001, "per_call": 0.01}), "spark", batch_aggregate={"per_tuple": 0.0002})
+    plan, model = model_for(COUNT_BY_K, unit_catalog, profile)
     # Both in DuckDB: the job holds the source 0.2, the move in 0.11 and the partials' upkeep
     # 0.008; the evaluation thread the SQL 0.012 and the insert into the results 10 * 0.0005.
     duck = evaluate(plan, uniform(plan, "duckdb"), model).cost
     assert (duck.arrival, duck.evaluation) == pytest.approx((0.318, 0.017))
-    # Only the selection in DuckDB: the SQL 0.01 and the move out 0.06 run on the thread, and
-    # so does the aggregate in Spark over DuckDB's rows (0.1) and the sink's move and insert.
+    # Only the selection in DuckDB: the SQL 0.01 and the move out of its 500 rows a second
+    # 0.06 run on the thread, and so do the aggregate in Spark over them (0.1) and the sink's
+    # move and insert.
     mixed = evaluate(plan, {"select_1": "duckdb", "aggregate_1": "spark"}, model).cost
     assert (mixed.arrival, mixed.evaluation) == pytest.approx((0.31, 0.07 + 0.1 + 0.015))
     # load = max(A, E) + sigma * min(A, E); sigma = 1 is C_u, Ji's C_b applies without sharing.

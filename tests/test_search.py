@@ -60,7 +60,14 @@ def test_ablation_and_memory_budget_also_match_exhaustive(catalog, profile, name
     spark_memory = optimize(query_sql(name), catalog, profile, rate, placement="spark").plan.cost.memory
     for kwargs in ({"feasibility": False}, {"memory_budget": spark_memory * 0.5}):
         result = optimize(query_sql(name), catalog, profile, rate, exhaustive_check=True, **kwargs)
-        assert result.plan.placement == result.exhaustive_placement
+        # Over the budget, plans rank by max(C_b, M/B): two that hold the same state tie in
+        # Definition 6.1 whatever their C_u, and the pruned search may keep the one of lower C_u
+        # where the enumerator's tie-break takes the other (Q6 at 40k: join_1 in DuckDB or in
+        # Spark after the MIG, which holds no state).
+        exhaustive_cost = evaluate(result.logical, result.exhaustive_placement, result.model).cost
+        assert (result.plan.placement == result.exhaustive_placement
+                or close(result.objective.rank(result.plan.cost),
+                         result.objective.rank(exhaustive_cost)))
 
 
 @pytest.mark.parametrize("name, overlap", cases(QUERIES, (0.0, 0.15, 0.6), J5_OVERLAPS))
