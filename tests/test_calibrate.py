@@ -18,6 +18,7 @@ from benchmarking.calibrate import (
     _nnls,
     fit_error,
     fit_overlap,
+    fit_two_regimes,
     write_profile,
 )
 from optimizer.profile import load_profile
@@ -84,6 +85,17 @@ def test_predictions_are_linear_in_the_coefficients(engine):
         predict = lambda v: model.db_evaluation(sql, 5000, v)  # noqa: E731
     assert predict(both) == pytest.approx(predict(a) + predict(b), rel=1e-9)
     assert predict(a) > 0
+
+
+def test_the_move_out_keeps_its_fixed_cost_from_small_tables_and_its_row_cost_from_large():
+    # Rows cost 4 us in small tables and 1.2 us in large ones (bench/results/after_mig.json's
+    # kind): the fixed 0.13 s, and the large tables' 1.2 us.
+    small = [(n, 0.13 + 4e-6 * n) for n in (1_000, 10_000, 50_000)]
+    large = [(n, 0.13 + 1.2e-6 * n) for n in (1_000_000, 3_000_000)]
+    assert fit_two_regimes(small, large) == pytest.approx((0.13, 1.2e-6))
+    # Never below zero: a fixed cost under the small tables' noise, rows cheaper than nothing.
+    assert fit_two_regimes([(1, 0.2), (2, 0.1)], [(10, 0.05)])[1] == 0.0
+    assert fit_two_regimes([(1, 0.1), (2, 0.3)], large)[0] == 0.0
 
 
 def test_fit_error_is_relative_to_the_mean_measurement():
