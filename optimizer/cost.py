@@ -210,7 +210,7 @@ class CostModel:
         self.span = span or profile.micro_batch_seconds  # event time per micro-batch
         self.files_per_batch = files_per_batch  # the most a batch by reference takes
         self._dsps: dict[Node, OperatorCost] = {}
-        self._after_mig: dict[Node, OperatorCost] = {}
+        self._after_mig: dict[tuple[Node, tuple[Node, ...]], OperatorCost] = {}
         self._db: dict[tuple[Fragment, Node, bool], OperatorCost] = {}
         self._db_of_members: dict[tuple[frozenset[Node], Node, bool, bool], OperatorCost] = {}
         self._work: dict[Node, float] = {}
@@ -302,13 +302,18 @@ class CostModel:
         found = self.stats[node]
         return found.n_slide * found.cardinality
 
-    def after_mig(self, node: Node) -> OperatorCost:
+    def after_mig(self, node: Node, crossings: tuple[Node, ...] = ()) -> OperatorCost:
         """A Spark operator over DataFrames of DuckDB's rows (``physical.after_mig``): a batch
         job on the MIG's evaluation thread over the instantaneous relations of the window_ends
         a micro-batch completes. It reads every row DuckDB hands it, keeps no state across
         batches (the windows are DuckDB's), and an aggregate there is Spark's batch aggregation
-        (``batch_aggregate``), not the streaming one's update per window instance."""
-        found = self._after_mig.get(node)
+        (``batch_aggregate``), not the streaming one's update per window instance.
+        ``crossings``: its inputs that are Spark's rows before the MIG (``physical.spark_cost``).
+        Each moves into DuckDB with its micro-batch, as a DB-op's input does, is kept there as
+        its window, and comes back for each window_end, every row of its instantaneous
+        relations, as a DB-op's output does: its moves are this operator's, as a DB-op's are."""
+        key = (node, crossings)
+        found = self._after_mig.get(key)
         if found is not None:
             return found
         rows = sum(self.handed(i) for i in node.inputs)
@@ -319,7 +324,15 @@ class CostModel:
                  + self._per_batch(SPARK, "batch_aggregate"))
         else:  # a join of window_ends' relations: Eq. 6.4's streaming terms, not calibrated apart
             u = self.dsps(node).u
-        found = self._after_mig[node] = OperatorCost(u, 0.0, u)
+        arrive, evaluated, memory = 0.0, u, 0.0
+        for c in crossings:
+            st = self.stats[c]
+            arrive += (st.lambda_out * self._c(DUCKDB, "transfer_in", "per_tuple")
+                       + self._per_batch(DUCKDB, "transfer_in"))
+            evaluated += (self.handed(c) * self._c(DUCKDB, "transfer_out", "per_tuple")
+                          + st.n_slide * self._c(DUCKDB, "transfer_out", "per_call"))
+            memory += st.cardinality * self._bytes(DUCKDB, c)
+        found = self._after_mig[key] = OperatorCost(arrive + evaluated, memory, evaluated)
         return found
 
     # -- DB-ops -----------------------------------------------------------------------------

@@ -142,7 +142,6 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
     cut = _cut_points(plan, decompose_above) if decompose_above else set()
     plans: dict[Node, list[Partial]] = {}
     constructed = examined = 0
-    partitions = any(PARTITIONED in engines for engines in allowed)
 
     def close(p: Partial, to_sink: bool = False) -> PlanCost:
         if p.open is None:
@@ -158,9 +157,11 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
         scored = [(close(p), p) for p in candidates]
         order = lambda cp: (objective.rank(cp[0]), cp[1].engines)  # noqa: E731
         if objective.memory_budget is None and not objective.two_sided:
-            # Only a subplan without DB-ops can feed duckdb-partitioned: the best of those is
-            # kept beside the best of all.
-            classes = {_fed_by_db(p) for _, p in scored} if partitions else {None}
+            # A Spark operator above costs what it costs after the MIG where a DB-op is below
+            # (cost.after_mig: a batch job over DuckDB's rows) and its streaming cost elsewhere,
+            # and only a subplan without DB-ops can feed duckdb-partitioned: the best of each
+            # kind is kept.
+            classes = {_fed_by_db(p) for _, p in scored}
             best = [min((cp for cp in scored if c is None or _fed_by_db(cp[1]) == c), key=order)
                     for c in classes]
             return [Partial(p.root, p.engines, cost, None) for cost, p in best]
@@ -180,8 +181,12 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
         new: list[Partial] = []
         if SPARK in allowed[i]:
             for combo in itertools.product(*(best_closed(cp) for cp in child_plans)):
-                closed = ZERO.add(model.after_mig(op) if any(map(_fed_by_db, combo))
-                                  else model.dsps(op))
+                if any(map(_fed_by_db, combo)):  # after the MIG, as physical.spark_cost
+                    spark = dict(zip(children, combo, strict=True))
+                    closed = ZERO.add(model.after_mig(op, tuple(
+                        c for c in op.inputs if c not in spark or not _fed_by_db(spark[c]))))
+                else:
+                    closed = ZERO.add(model.dsps(op))
                 for p in combo:
                     closed = closed.combine(p.closed)
                 new.append(Partial(i, sum((p.engines for p in combo), ()) + (IN_SPARK,), closed, None))

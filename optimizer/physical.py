@@ -16,6 +16,7 @@ from optimizer.cost import (
     SPLIT,
     ZERO,
     CostModel,
+    OperatorCost,
     PlanCost,
     fragment_engine,
 )
@@ -102,6 +103,17 @@ def after_mig(plan: LogicalPlan, placement: dict[str, str]) -> set[Node]:
     return after
 
 
+def spark_cost(plan: LogicalPlan, placement: dict[str, str], after: set[Node], op: Node,
+               model: CostModel) -> OperatorCost:
+    """A Spark operator's cost: Eq. 6.4's streaming one, or, after the MIG (``after``), its
+    batch job's with the moves of its inputs that are Spark's rows before the MIG: they cross
+    into DuckDB and come back for each window_end."""
+    if op not in after:
+        return model.dsps(op)
+    return model.after_mig(op, tuple(c for c in op.inputs if c not in after and not (
+        is_r2r(c) and placement[plan.ids[c]] in DB_ENGINES)))
+
+
 def plan_cost(plan: LogicalPlan, placement: dict[str, str], model: CostModel,
               referenced: bool | None = None) -> PlanCost:
     """C(P) = <C_b, C_u> (Eq. 6.5, 6.6) with the state memory, of a complete placement, its
@@ -113,7 +125,7 @@ def plan_cost(plan: LogicalPlan, placement: dict[str, str], model: CostModel,
     after = after_mig(plan, placement)
     for op in plan.operators:
         if placement[plan.ids[op]] == SPARK:
-            cost = cost.add(model.after_mig(op) if op in after else model.dsps(op))
+            cost = cost.add(spark_cost(plan, placement, after, op, model))
         elif placement[plan.ids[op]] == SPLIT:
             cost = cost.add(model.partial(op))
     for root, fragment in db_fragments(plan, placement).items():
@@ -146,7 +158,7 @@ def evaluate(plan: LogicalPlan, placement: dict[str, str], model: CostModel) -> 
         lambda_in = sum(st[i].lambda_out for i in op.inputs)
         inputs = tuple(physical_input(i) for i in op.inputs)
         if placement[op_id] == SPARK:
-            c = model.after_mig(op) if op in after else model.dsps(op)
+            c = spark_cost(plan, placement, after, op, model)
             ops.append(PhysicalOperator(op_id, op.kind, SPARK, (op_id,), inputs, lambda_in,
                                         st[op].lambda_out, c.u, c.memory))
         elif placement[op_id] == SPLIT:

@@ -269,6 +269,34 @@ def test_a_spark_operator_after_the_mig_reads_every_row_duckdb_hands_it(unit_cat
     assert old.after_mig(agg).u == pytest.approx(old.dsps(agg).u)
 
 
+# Q1's shape: the window's rows joined with their window's maximum, counted.
+ROWS_AND_PEAK = ("SELECT a.k, a.window_end, COUNT(*) AS n "
+                 "FROM HOP(s, ts, INTERVAL '1' SECOND, INTERVAL '10' SECONDS) AS a "
+                 "JOIN (SELECT k, window_end, MAX(v) AS m "
+                 "FROM HOP(s, ts, INTERVAL '1' SECOND, INTERVAL '10' SECONDS) GROUP BY k) AS p "
+                 "ON a.k = p.k AND a.window_end = p.window_end WHERE a.v > 0.9 * p.m GROUP BY a.k")
+
+
+def test_spark_rows_a_spark_operator_after_the_mig_reads_cross_and_come_back(unit_catalog,
+                                                                              unit_profile):
+    plan, model = model_for(ROWS_AND_PEAK, unit_catalog, unit_profile)
+    join, peak = node(plan, Join), node(plan, Aggregate)
+    rows = next(i for i in join.inputs if isinstance(i, Window))
+    placement = {plan.ids[op]: "spark" for op in plan.operators} | {plan.ids[peak]: "duckdb"}
+    # The join runs after the MIG, over the maximum's rows from DuckDB and the window's rows,
+    # which Spark read: those move in with their batch (100 * 0.001 + 0.01), are kept as the
+    # window (1000 tuples of 5 columns), and come back for each window_end (1000 * 0.001 + 0.01).
+    alone, crossed = model.after_mig(join), model.after_mig(join, (rows,))
+    assert crossed.u - alone.u == pytest.approx(0.11 + 1.01)
+    assert crossed.evaluation - alone.evaluation == pytest.approx(1.01)
+    assert crossed.memory == pytest.approx(1000 * 5)
+    # The plan prices the join so, in its operator and in C_u.
+    physical = evaluate(plan, placement, model)
+    listed = next(o for o in physical.operators if o.id == plan.ids[join])
+    assert listed.u == pytest.approx(crossed.u)
+    assert physical.cost.utilization == pytest.approx(sum(o.u for o in physical.operators))
+
+
 def test_the_job_and_the_evaluation_thread_overlap(unit_catalog, unit_profile):
     # A move out of a tenth of the unit profile's, so that the evaluation thread is the smaller side.
     profile = with_functions(with_functions(unit_profile, "duckdb", transfer_out={
