@@ -151,17 +151,27 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
     def keep(p: Partial) -> bool:
         return not prune_infeasible or objective.feasible(p.closed.add(source))
 
-    def best_closed(candidates: list[Partial]) -> list[Partial]:
-        """The DSPS-side survivors: one plan, or the plans no other dominates when the cost is
-        more than one number (a memory budget; the pipeline's two sides)."""
+    parents = {c: parent for parent in plan.operators for c in parent.inputs}
+    position = {op: i for i, op in enumerate(plan.operators)}
+    partitions = any(PARTITIONED in engines for engines in allowed)
+
+    def by_kind(consumer: Node | None) -> bool:
+        """Must the best subtree with a DB-op below be kept beside the best of all, for
+        ``consumer`` to read? Only a subtree without DB-ops can feed duckdb-partitioned; and a
+        Spark operator costs what it costs after the MIG where a DB-op is below (cost.after_mig:
+        a batch job over DuckDB's rows, and the moves of Spark's rows it also reads), its
+        streaming cost elsewhere. Where the first is no less, the dearer subtree cannot win."""
+        return partitions or (consumer is not None and SPARK in allowed[position[consumer]]
+                              and model.after_mig(consumer).u < model.dsps(consumer).u)
+
+    def best_closed(candidates: list[Partial], kinds: bool) -> list[Partial]:
+        """The DSPS-side survivors: one plan (one of each kind, with ``kinds``: ``by_kind``),
+        or the plans no other dominates when the cost is more than one number (a memory budget;
+        the pipeline's two sides)."""
         scored = [(close(p), p) for p in candidates]
         order = lambda cp: (objective.rank(cp[0]), cp[1].engines)  # noqa: E731
         if objective.memory_budget is None and not objective.two_sided:
-            # A Spark operator above costs what it costs after the MIG where a DB-op is below
-            # (cost.after_mig: a batch job over DuckDB's rows) and its streaming cost elsewhere,
-            # and only a subplan without DB-ops can feed duckdb-partitioned: the best of each
-            # kind is kept.
-            classes = {_fed_by_db(p) for _, p in scored}
+            classes = {_fed_by_db(p) for _, p in scored} if kinds else {None}
             best = [min((cp for cp in scored if c is None or _fed_by_db(cp[1]) == c), key=order)
                     for c in classes]
             return [Partial(p.root, p.engines, cost, None) for cost, p in best]
@@ -180,7 +190,7 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
         child_plans = [plans.pop(c) for c in children]
         new: list[Partial] = []
         if SPARK in allowed[i]:
-            for combo in itertools.product(*(best_closed(cp) for cp in child_plans)):
+            for combo in itertools.product(*(best_closed(cp, by_kind(op)) for cp in child_plans)):
                 if any(map(_fed_by_db, combo)):  # after the MIG, as physical.spark_cost
                     spark = dict(zip(children, combo, strict=True))
                     closed = ZERO.add(model.after_mig(op, tuple(
@@ -191,7 +201,7 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
                     closed = closed.combine(p.closed)
                 new.append(Partial(i, sum((p.engines for p in combo), ()) + (IN_SPARK,), closed, None))
             constructed += len(new)
-            new = best_closed(new)
+            new = best_closed(new, by_kind(parents.get(op)))
         if SPLIT in allowed[i]:
             # Spark's partials over the rows below (which must be the stream's, as Spark hands
             # them over: optimizer/partitioning.py), and a DB-op that begins at their merge.

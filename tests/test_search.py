@@ -103,6 +103,25 @@ def test_pruned_search_is_exact_on_random_plans(problem):
     assert close(got, best)
 
 
+def test_a_spark_operator_that_is_cheaper_after_the_mig_gets_the_subtree_with_a_db_op(
+        unit_catalog, unit_profile):
+    # The COUNT pinned to Spark: streaming, it updates 10 partials a tuple at 0.01 each (5.05);
+    # after the MIG, a batch job over the 500 rows DuckDB hands it (0.1). Below it, the
+    # selection alone is cheaper in Spark (0.1) than as a DB-op (0.63, its move out included),
+    # so a search that kept only the cheaper subtree would miss the plan.
+    functions = {**unit_profile.functions, "spark": {
+        **unit_profile.functions["spark"],
+        "aggregate": {"per_tuple": 0.001, "per_window_instance": 0.01},
+        "batch_aggregate": {"per_tuple": 0.0002}}}
+    profile = replace(unit_profile, functions=functions)
+    sql = ("SELECT k, window_end, COUNT(*) AS n FROM HOP(s, ts, INTERVAL '1' SECOND, "
+           "INTERVAL '10' SECONDS) WHERE v > 0 GROUP BY k")
+    result = optimize(sql, unit_catalog, profile, placement="aggregate_1=spark",
+                      exhaustive_check=True)
+    assert result.plan.placement == result.exhaustive_placement == {
+        "select_1": "duckdb", "aggregate_1": "spark"}
+
+
 def ji_space(profile):
     """``profile`` priced as Ji's search space: two engines (duckdb-partitioned is a third choice
     for most operators, and an aggregate may be split across two), and every row crossing by
