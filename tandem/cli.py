@@ -586,7 +586,7 @@ def steps(what: str):
 def calibrate_command(
     out: Annotated[Path, typer.Option(help="Where the profile goes (the default one of explain and run).")] = Path(".tandem/profile.toml"),
 ) -> None:
-    """Measure the cost model's unit costs on this machine (about 6 minutes) and write a profile."""
+    """Measure the cost model's unit costs on this machine (about 13 minutes) and write a profile."""
     from benchmarking.calibrate import calibrate
 
     with steps("calibrating") as step, user_errors():
