@@ -324,15 +324,11 @@ class CostModel:
                  + self._per_batch(SPARK, "batch_aggregate"))
         else:  # a join of window_ends' relations: Eq. 6.4's streaming terms, not calibrated apart
             u = self.dsps(node).u
-        arrive, evaluated, memory = 0.0, u, 0.0
-        for c in crossings:
-            st = self.stats[c]
-            arrive += (st.lambda_out * self._c(DUCKDB, "transfer_in", "per_tuple")
-                       + self._per_batch(DUCKDB, "transfer_in"))
-            evaluated += (self.handed(c) * self._c(DUCKDB, "transfer_out", "per_tuple")
-                          + st.n_slide * self._c(DUCKDB, "transfer_out", "per_call"))
-            memory += st.cardinality * self._bytes(DUCKDB, c)
-        found = self._after_mig[key] = OperatorCost(arrive + evaluated, memory, evaluated)
+        terms = [self._input_term(self.signature(c)) for c in crossings]
+        arrive = self._moved_in(sum(lam for lam, _ in terms), len(terms))
+        evaluated = u + sum(self._moved_out(c) for c in crossings)
+        found = self._after_mig[key] = OperatorCost(arrive + evaluated,
+                                                    sum(state for _, state in terms), evaluated)
         return found
 
     # -- DB-ops -----------------------------------------------------------------------------
@@ -418,13 +414,10 @@ class CostModel:
             moves -= len(crossing)
             stored = (sum(terms[s][0] for s in fragment.kept & terms.keys())
                       * self.profile.get(DUCKDB, "store", "per_tuple"))
-        transfer_in = (moved * self._c(DUCKDB, "transfer_in", "per_tuple") + stored
-                       + moves * self._per_batch(DUCKDB, "transfer_in"))
+        transfer_in = self._moved_in(moved, moves) + stored
         evaluation = self._c(DUCKDB, "query", "per_call") + fragment.work
         out = st[root]
-        transfer_out = 0.0 if to_sink else (
-            self.handed(root) * self._c(DUCKDB, "transfer_out", "per_tuple")
-            + out.n_slide * self._c(DUCKDB, "transfer_out", "per_call"))
+        transfer_out = 0.0 if to_sink else self._moved_out(root)
         # The moves in and the partials' upkeep run in the micro-batch's job (the MIG's
         # foreachBatch); the SQL and the move out on its evaluation thread.
         evaluated = out.n_slide * evaluation + transfer_out
@@ -432,6 +425,16 @@ class CostModel:
         found = self._db[key] = OperatorCost(transfer_in + fragment.arrival + evaluated, memory,
                                              evaluated)
         return found
+
+    def _moved_in(self, tuples: float, moves: int) -> float:
+        """Spark -> DuckDB: ``tuples`` a second in ``moves`` relations, each a call a batch."""
+        return (tuples * self._c(DUCKDB, "transfer_in", "per_tuple")
+                + moves * self._per_batch(DUCKDB, "transfer_in"))
+
+    def _moved_out(self, node: Node) -> float:
+        """DuckDB -> Spark: every row of ``node``'s instantaneous relations, a call a slide."""
+        return (self.handed(node) * self._c(DUCKDB, "transfer_out", "per_tuple")
+                + self.stats[node].n_slide * self._c(DUCKDB, "transfer_out", "per_call"))
 
     def _partitioned_cost(self, fragment: Fragment, root: Node) -> OperatorCost:
         """A DB-op on duckdb-partitioned (``rowstream/partitioned.py``): Spark exchanges its

@@ -67,9 +67,9 @@ class RunSpec:
     ``resume`` continues from the checkpoint of an earlier run, else the run starts afresh.
 
     The end: exactly ``stop_after`` micro-batches (to interrupt a run on purpose: Spark
-    commits none after them), or none finishing for ``stall_timeout`` seconds (an error). ``takeover``: this run is a plan that another
-    run's migrated to; ``last_end``: the last window_end it evaluates (a plan that Parallel
-    Track replaces)."""
+    commits none after them), or none finishing for ``stall_timeout`` seconds (an error).
+    ``takeover``: this run is a plan that another run's migrated to; ``last_end``: the last
+    window_end it evaluates (a plan that Parallel Track replaces)."""
 
     query: str
     placement: str = "auto"

@@ -21,6 +21,7 @@ from optimizer.statistics import Statistics
 from tests.conftest import query_sql
 from tests.matrix import FULL
 from tests.strategies import close, search_problems
+from tests.test_cost import with_functions
 
 RATES = [1_000, 2_000, 5_000, 10_000, 20_000, 40_000]
 # J5's exhaustive enumeration takes 15–50 s a call: ``make test`` checks it at one rate and at
@@ -109,11 +110,9 @@ def test_a_spark_operator_that_is_cheaper_after_the_mig_gets_the_subtree_with_a_
     # after the MIG, a batch job over the 500 rows DuckDB hands it (0.1). Below it, the
     # selection alone is cheaper in Spark (0.1) than as a DB-op (0.63, its move out included),
     # so a search that kept only the cheaper subtree would miss the plan.
-    functions = {**unit_profile.functions, "spark": {
-        **unit_profile.functions["spark"],
-        "aggregate": {"per_tuple": 0.001, "per_window_instance": 0.01},
-        "batch_aggregate": {"per_tuple": 0.0002}}}
-    profile = replace(unit_profile, functions=functions)
+    profile = with_functions(unit_profile, "spark",
+                             aggregate={"per_tuple": 0.001, "per_window_instance": 0.01},
+                             batch_aggregate={"per_tuple": 0.0002})
     sql = ("SELECT k, window_end, COUNT(*) AS n FROM HOP(s, ts, INTERVAL '1' SECOND, "
            "INTERVAL '10' SECONDS) WHERE v > 0 GROUP BY k")
     result = optimize(sql, unit_catalog, profile, placement="aggregate_1=spark",
