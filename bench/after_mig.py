@@ -1,11 +1,14 @@
 """What a Spark aggregate after the MIG costs per row DuckDB hands it: the MIG's path for a Spark
 operator over a DB-op's rows (``rowstream/mig.py``: ``createDataFrame`` of an Arrow table of
 window_end-tagged rows, the operator, ``toArrow``), timed for tables of 100k to 3M rows, each
-size in turn, ``--repeats`` rounds in one JVM (the first round warms it).
+size in turn, ``--repeats`` rounds in one JVM (the first round warms it), each round at Spark's
+default ``spark.sql.execution.arrow.localRelationThreshold`` (48 MB: smaller tables become rows in
+the driver) and at Tandem's (0: the executors read every table's Arrow batches), interleaved.
 
     .venv/bin/python bench/after_mig.py [--repeats 3]
 
-Writes bench/results/after_mig.json: per size, the seconds of ``createDataFrame(...).count()``
+Writes bench/results/after_mig.json: per threshold and size, the seconds of
+``createDataFrame(...).count()``
 (the move alone, as ``tandem calibrate`` times ``[duckdb.transfer_out]``) and of the move with a
 grouped AVG and ``toArrow`` (Spark's batch aggregation after the MIG, ``[spark.batch_aggregate]``)."""
 
@@ -25,10 +28,11 @@ sys.path.insert(0, str(ROOT))
 from pyspark.sql import functions as F  # noqa: E402
 
 from rowstream.mig import utc_instants  # noqa: E402
-from rowstream.session import spark_session  # noqa: E402
+from rowstream.session import LOCAL_RELATION, spark_session  # noqa: E402
 from workload.smart_plugs import SmartPlugs  # noqa: E402
 
 SIZES = (100_000, 1_000_000, 3_000_000)
+THRESHOLDS = {"Spark's default": "48MB", "Tandem's": "0"}
 KEYS = ("house_id", "household_id", "plug_id", "window_end")
 
 
@@ -54,15 +58,17 @@ def main() -> None:
         tables = {n: rows(n) for n in SIZES}
         rounds = []
         for repeat in range(args.repeats):
-            for n, table in tables.items():
-                move = seconds(lambda t=table: spark.createDataFrame(t).count())
-                aggregate = seconds(lambda t=table: spark.createDataFrame(t).groupBy(*KEYS).agg(
-                    F.avg("value")).toArrow())
-                rounds.append({"round": repeat, "rows": n, "move_s": move,
-                               "move_and_aggregate_s": aggregate})
-                print(f"round {repeat}, {n:,} rows: move {move:.3f} s "
-                      f"({move / n * 1e6:.2f} us a row), with the aggregate {aggregate:.3f} s "
-                      f"({aggregate / n * 1e6:.2f} us a row)", flush=True)
+            for name, threshold in THRESHOLDS.items():
+                spark.conf.set(LOCAL_RELATION, threshold)
+                for n, table in tables.items():
+                    move = seconds(lambda t=table: spark.createDataFrame(t).count())
+                    aggregate = seconds(lambda t=table: spark.createDataFrame(t).groupBy(
+                        *KEYS).agg(F.avg("value")).toArrow())
+                    rounds.append({"round": repeat, "local_relation_threshold": threshold,
+                                   "rows": n, "move_s": move, "move_and_aggregate_s": aggregate})
+                    print(f"round {repeat}, {name} threshold ({threshold}), {n:,} rows: move "
+                          f"{move:.3f} s ({move / n * 1e6:.2f} us a row), with the aggregate "
+                          f"{aggregate:.3f} s ({aggregate / n * 1e6:.2f} us a row)", flush=True)
     out = ROOT / "bench" / "results" / "after_mig.json"
     out.write_text(json.dumps({"command": "bench/after_mig.py " + " ".join(sys.argv[1:]),
                                "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -333,9 +333,10 @@ def calibrate(out: str | Path = settings.CALIBRATED_PROFILE, *,
 
 
 # A table DuckDB hands Spark: its fixed cost is timed on small tables, its cost per row on
-# large ones. A row costs about 4 us in tables of 100k to 1M rows and 1.1-1.4 us in one of 3M
-# (bench/results/after_mig.json), and the plans that pay per row hand millions: every row of a
-# window, W/beta times, to a Spark operator after the MIG.
+# large ones, where a least-squares line through all would let the seconds of the largest set
+# the intercept too. The plans that pay per row hand millions: every row of a window, W/beta
+# times, to a Spark operator after the MIG. (With Spark's default local-relation threshold a
+# row cost 3-4 us in tables under 48 MB and 1-2 us above; rowstream.session sets it to 0.)
 MOVE_OUT_FIXED, MOVE_OUT_ROWS = (1_000, 10_000, 50_000), (1_000_000, 3_000_000)
 
 

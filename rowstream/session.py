@@ -12,6 +12,7 @@ from pyspark.sql import SparkSession
 
 from rowstream.spark_home import spark_home
 
+LOCAL_RELATION = "spark.sql.execution.arrow.localRelationThreshold"
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 # Spark's default checkpoint manager renames through Hadoop's FileContext, whose local file
 # system starts a `readlink` process for every rename: the offsets, the commits and each state
@@ -52,6 +53,11 @@ def spark_session(app: str = "tandem", log: Path | None = None,
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         CHECKPOINT_MANAGER: CHECKPOINTS,
         "spark.sql.execution.arrow.pyspark.enabled": "true",
+        # Below this size (48 MB by default) createDataFrame of an Arrow table builds the rows
+        # in the driver, one thread, at 3.5-4 us a row; above it the executors read the Arrow
+        # batches at about 1 us. The MIG hands Spark tables of 100k to millions of rows, the
+        # small side of that line (bench/results/after_mig.json).
+        LOCAL_RELATION: "0",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
     }
