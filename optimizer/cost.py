@@ -419,11 +419,13 @@ class CostModel:
         out = st[root]
         transfer_out = 0.0 if to_sink else self._moved_out(root)
         # The moves in and the partials' upkeep run in the micro-batch's job (the MIG's
-        # foreachBatch); the SQL and the move out on its evaluation thread.
+        # foreachBatch); the SQL and the move out on its evaluation thread. By reference no
+        # job reads the batch: the MIG's thread reads the files, keeps the partials up and
+        # evaluates, one after another, while Spark plans the next batch (rowstream/mig.py).
         evaluated = out.n_slide * evaluation + transfer_out
         memory = sum(state for _, state in terms.values())
-        found = self._db[key] = OperatorCost(transfer_in + fragment.arrival + evaluated, memory,
-                                             evaluated)
+        u = transfer_in + fragment.arrival + evaluated
+        found = self._db[key] = OperatorCost(u, memory, u if fragment.by_reference else evaluated)
         return found
 
     def _moved_in(self, tuples: float, moves: int) -> float:
@@ -590,10 +592,11 @@ class CostModel:
         files' tuples itself (its cost per call is per file)."""
         found = [self.stats.catalog.streams[s] for s in streams]
         if by_reference:
-            u = sum(s.rate * self._c(DUCKDB, SCAN[s.file_format], "per_tuple")
-                    + self._per_batch(DUCKDB, SCAN[s.file_format]) for s in found)
-            return OperatorCost(u + self._per_batch(SPARK, "control") / self.files_per_batch,
-                                0.0)
+            # DuckDB's read is on the MIG's thread, Spark's control of the next batch beside it.
+            read = sum(s.rate * self._c(DUCKDB, SCAN[s.file_format], "per_tuple")
+                       + self._per_batch(DUCKDB, SCAN[s.file_format]) for s in found)
+            return OperatorCost(read + self._per_batch(SPARK, "control") / self.files_per_batch,
+                                0.0, read)
         u = sum(s.rate * self._c(SPARK, SOURCE[s.file_format], "per_tuple") for s in found)
         return OperatorCost(u + self._per_batch(SPARK, "source"), 0.0)
 

@@ -171,6 +171,30 @@ def test_by_reference_spark_control_is_paid_once_per_batch_of_files(unit_catalog
             pytest.approx(0.02 + 0.02 + 0.02 + control)
 
 
+def test_by_reference_the_mig_s_thread_reads_keeps_the_partials_and_evaluates(unit_catalog,
+                                                                              unit_profile):
+    # No Spark job reads a batch by reference: the MIG's thread reads its files, keeps the
+    # partials up and evaluates, while Spark plans the next batch. Only Spark's control is on
+    # the job's side, so fully overlapped (sigma 0) the load is the MIG thread's part.
+    scans = {"scan": {"per_tuple": 0.0002, "per_call": 0.02}}
+    profile = dataclasses.replace(unit_profile, functions=unit_profile.functions | {
+        "spark": unit_profile.functions["spark"] | {"control": {"per_call": 0.2}},
+        "duckdb": unit_profile.functions["duckdb"] | scans})
+    plan, model = model_for(COUNT_BY_K, unit_catalog, profile)
+    select, agg = node(plan, Select), node(plan, Aggregate)
+    source = model.source(["s"], by_reference=True)
+    # Spark's control, 0.2 a batch, shared by the batch's four files (FILES_PER_BATCH).
+    assert source.u - source.evaluation == pytest.approx(0.2 / 4)
+    assert source.evaluation == pytest.approx(0.02 + 100 * 0.0002)
+    db_op = model.db(frozenset({select, agg}), agg, to_sink=True, by_reference=True)
+    assert db_op.evaluation == pytest.approx(db_op.u)  # the partials' upkeep included
+    by_value = model.db(frozenset({select, agg}), agg, to_sink=True)
+    assert by_value.evaluation < by_value.u  # the moves in and the upkeep are the job's
+    cost = PlanCost(0.0, 0.0, 0.0).add(source).add(db_op)
+    assert Objective(time_shared=True, overlap=0.0).load(cost) == pytest.approx(
+        source.evaluation + db_op.u)
+
+
 def test_a_profile_calibrated_before_csv_was_priced_asks_for_a_calibration(unit_catalog,
                                                                             unit_profile):
     spark = {f: c for f, c in unit_profile.functions["spark"].items() if f != "source_csv"}
