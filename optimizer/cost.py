@@ -85,8 +85,9 @@ class OperatorCost:
     u: float  # Eq. 6.4
     memory: float  # bytes of state held
     # The share of u spent on the MIG's evaluation thread (rowstream/mig.py): a DB-op's SQL and
-    # what follows it. The rest (the gateway, Spark's operators before the MIG, the moves into
-    # DuckDB) runs in the micro-batch's job, beside the previous batch's evaluation.
+    # what follows it, and by reference DuckDB's read of the files and the DB-op's upkeep too.
+    # The rest (the gateway, Spark's operators before the MIG, the moves into DuckDB) runs in
+    # the micro-batch's job, beside the previous batch's evaluation.
     evaluation: float = 0.0
 
 

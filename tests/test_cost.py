@@ -176,10 +176,8 @@ def test_by_reference_the_mig_s_thread_reads_keeps_the_partials_and_evaluates(un
     # No Spark job reads a batch by reference: the MIG's thread reads its files, keeps the
     # partials up and evaluates, while Spark plans the next batch. Only Spark's control is on
     # the job's side, so fully overlapped (sigma 0) the load is the MIG thread's part.
-    scans = {"scan": {"per_tuple": 0.0002, "per_call": 0.02}}
-    profile = dataclasses.replace(unit_profile, functions=unit_profile.functions | {
-        "spark": unit_profile.functions["spark"] | {"control": {"per_call": 0.2}},
-        "duckdb": unit_profile.functions["duckdb"] | scans})
+    profile = with_functions(with_functions(unit_profile, "spark", control={"per_call": 0.2}),
+                             "duckdb", scan={"per_tuple": 0.0002, "per_call": 0.02})
     plan, model = model_for(COUNT_BY_K, unit_catalog, profile)
     select, agg = node(plan, Select), node(plan, Aggregate)
     source = model.source(["s"], by_reference=True)
