@@ -67,8 +67,12 @@ def main() -> None:
     found = capacity(plan, args.rate, warmup=300, measure=args.measure,
                      landed=None if args.landed == "generator" else args.landed,
                      gateway=args.gateway)
-    batches = int(args.measure)
-    since = calls["_arrive"][-batches][0]  # the measured batches, not the warm-up
+    # The measured batches, not the warm-up: by reference a batch takes up to FILES_PER_BATCH
+    # event seconds, so there are fewer batches than seconds measured.
+    batches = found.batches
+    if not batches:
+        raise SystemExit(f"{args.query} fell behind in the warm-up: no batch was measured")
+    since = calls["_arrive"][-batches][0]
     print(f"{args.query} at {args.rate:,.0f} tuples/s, placement {args.placement}, "
           f"{args.landed}, gateway {args.gateway}: capacity "
           f"{found.tuples_per_second:,.0f} tuples/s over {found.batches} batches")

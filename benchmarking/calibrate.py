@@ -16,7 +16,8 @@ Six groups of micro-benchmarks, each on the real engines:
   measured as ``tandem bench`` does, at two window sizes;
 * **the MIG's pipeline**: how much of the smaller of its two sides (Spark's job, DuckDB's
   evaluation thread) the larger hides, σ of ``cost.Objective.load``, from the capacity of
-  pure-DuckDB plans whose sides weigh alike;
+  MEDIANs whose two sides weigh alike: by value (Spark's job selects the rows) and by
+  reference (its job is the control of the next batch alone);
 * **duckdb-partitioned**: the exchange into the executors' DuckDBs, from the capacity of
   Q1's shape placed there, and the parallelism (Spark's default) it divides their work by;
 * **split aggregates**, last: Spark's partials per pane in the executors, from the capacity of
@@ -45,6 +46,7 @@ from benchmarking.measure import capacity
 from columnar.fragment_sql import fragments
 from columnar.store import ColumnarStore
 from optimizer import load_catalog, load_profile, optimize
+from optimizer.cost import FILES_PER_BATCH
 from optimizer.profile import DEFAULT_PROFILE, Profile
 from rowstream.mig import EPOCH
 from rowstream.relations import utc_instants
@@ -178,15 +180,11 @@ def _gateway(spark, rate: float, seconds: int, file_format: str = "parquet") -> 
     same with their rows stored."""
     import polars as pl
 
-    from rowstream.by_reference import FileReferences
     from rowstream.landing import batch_files
     from rowstream.native import admit_batch, judged_columns, native_stream
-    from rowstream.suite_sql import identifier
     from runtime.settings import example_stream
 
     plugs = example_stream("plugs")
-    every = ", ".join(f"max({identifier(c)})" for c in plugs.names)
-
     rows: list[dict] = []
     left: list[float] = []  # when the last micro-batch's jobs ended
 
@@ -201,16 +199,8 @@ def _gateway(spark, rate: float, seconds: int, file_format: str = "parquet") -> 
             high_water=None, lateness=0.0, slide=1.0))
         files = tuple(batch_files(checkpoint, batch_id))  # as the gateway finds them
 
-        def by_reference(kept: bool) -> None:
-            read = FileReferences(plugs, files, None, 0.0, 1.0).read(store.con)
-            if kept:  # as a window whose rows a DB-op reads is stored
-                store.append("calibrate", "referenced", read.rows, batch_id)
-            else:  # a pass over every column, as the pane partials' upkeep makes one
-                store.con.execute(f"SELECT {every} FROM ({read.rows})").fetchall()
-            read.close(store.con)
-
-        row["reference"] = _time(lambda: by_reference(False))
-        row["stored"] = _time(lambda: by_reference(True))
+        row["reference"] = _time(lambda: _by_reference(store, files, False, batch_id))
+        row["stored"] = _time(lambda: _by_reference(store, files, True, batch_id))
         if file_format == "parquet":
             none = "plug_id < 0"
             row["scan"] = _time(lambda: batch.where(none).toArrow())
@@ -240,6 +230,50 @@ def _gateway(spark, rate: float, seconds: int, file_format: str = "parquet") -> 
             finally:
                 query.stop()
     return rows[1:]  # the first batch compiles the jobs
+
+
+def _by_reference(store: ColumnarStore, files, kept: bool, batch_id: int) -> None:
+    """DuckDB reads and judges a batch's ``files`` itself (rowstream/by_reference.py)."""
+    from rowstream.by_reference import FileReferences
+    from rowstream.suite_sql import identifier
+    from runtime.settings import example_stream
+
+    plugs = example_stream("plugs")
+    read = FileReferences(plugs, tuple(files), None, 0.0, 1.0).read(store.con)
+    if kept:  # as a window whose rows a DB-op reads is stored
+        store.append("calibrate", "referenced", read.rows, batch_id)
+    else:  # a pass over every column, as the pane partials' upkeep makes one
+        every = ", ".join(f"max({identifier(c)})" for c in plugs.names)
+        store.con.execute(f"SELECT {every} FROM ({read.rows})").fetchall()
+    read.close(store.con)
+
+
+# DuckDB's read by reference at the rates the sweeps reach, where Spark's jobs over the same
+# files would take most of the step: a capacity run at 1M tuples/s reads batches of
+# FILES_PER_BATCH one-second files. Without these the scan's line, fitted up to 400k, priced
+# Q3-Q6 at 1M at 1.37-1.48x what they measured (bench/results/2026-12-01/stretch-high).
+REFERENCE_RATE = 1_000_000
+
+
+def _referenced(rate: float, file_format: str, *, stored: bool, repeats: int = 3) -> list[dict]:
+    """Per file, the seconds DuckDB takes to read and judge batches of ``FILES_PER_BATCH``
+    files landed at ``rate`` ("reference") and, if ``stored``, to store their rows, as
+    ``_gateway``'s rows have them, without Spark."""
+    with scratch("tandem-calibrate-") as tmp:
+        files = SmartPlugs(rate=rate).write_files(Path(tmp) / "landing", FILES_PER_BATCH, 1.0,
+                                                  file_format=file_format)
+        with ColumnarStore(Path(tmp) / "c.duckdb") as store:
+            store.create("calibrate", fresh=True)
+            _by_reference(store, files, True, 0)  # creates the table; warms the reader
+            rows = []
+            for batch_id in range(1, repeats + 1):
+                row = {"tuples": rate, "reference": _time(
+                    lambda bid=batch_id: _by_reference(store, files, False, bid)) / len(files)}
+                if stored:
+                    row["stored"] = _time(lambda bid=batch_id: _by_reference(
+                        store, files, True, bid)) / len(files)
+                rows.append(row)
+    return rows
 
 
 def calibrate(out: str | Path = settings.CALIBRATED_PROFILE, *,
@@ -274,10 +308,12 @@ def calibrate(out: str | Path = settings.CALIBRATED_PROFILE, *,
     # By reference, Spark's part of a batch is its control alone, and DuckDB reads the files.
     fits["spark", "control"] = _set(model, "spark", "control", 0.0, len(batches),
                                     per_call=outside)
-    reference = np.array([b["reference"] for b in batches])
-    fits["duckdb", "scan"] = _line(model, ("duckdb", "scan"), n, reference)
-    fits["duckdb", "store"] = _line(model, ("duckdb", "store"), n, np.array(
-        [b["stored"] for b in batches]) - reference, per_call=False)
+    referenced = batches + _referenced(REFERENCE_RATE, "parquet", stored=True)
+    tuples = np.array([b["tuples"] for b in referenced], dtype=float)
+    reference = np.array([b["reference"] for b in referenced])
+    fits["duckdb", "scan"] = _line(model, ("duckdb", "scan"), tuples, reference)
+    fits["duckdb", "store"] = _line(model, ("duckdb", "store"), tuples, np.array(
+        [b["stored"] for b in referenced]) - reference, per_call=False)
 
     say("gateway: CSV files read, parsed and judged by Spark, or by DuckDB, at 4 rates")
     batches = [b for rate in GATEWAY_RATES for b in _gateway(spark, rate, 5, "csv")]
@@ -288,8 +324,10 @@ def calibrate(out: str | Path = settings.CALIBRATED_PROFILE, *,
     fits["spark", "source_csv"] = _line(model, ("spark", "source_csv"), lines,
                                         np.array([b["read"] for b in batches]) - job,
                                         per_call=False)
-    fits["duckdb", "scan_csv"] = _line(model, ("duckdb", "scan_csv"), lines,
-                                       np.array([b["reference"] for b in batches]))
+    referenced = batches + _referenced(REFERENCE_RATE, "csv", stored=False)
+    fits["duckdb", "scan_csv"] = _line(
+        model, ("duckdb", "scan_csv"), np.array([b["tuples"] for b in referenced], dtype=float),
+        np.array([b["reference"] for b in referenced]))
 
     say("DuckDB: fragment SQL over windows of growing cardinality")
     fits.update(_duckdb(model))
@@ -310,8 +348,10 @@ def calibrate(out: str | Path = settings.CALIBRATED_PROFILE, *,
             _spark_row(model, _join_rows(10), 2000, 10)]
     fits["spark", "join"] = model.fit(("spark", "join"), ["per_tuple", "per_match", "per_call"],
                                       rows)
-    say("the MIG's pipeline: pure-DuckDB MEDIANs whose job and evaluation weigh alike")
-    overlap, fits["meta", "overlap"] = _overlap(model)
+    say("the MIG's pipeline: MEDIANs whose job (Spark's selection, or its control by "
+        "reference) and DuckDB's evaluation weigh alike")
+    overlap, fits["meta", "overlap"] = _overlap(model, "value")
+    overlap_reference, fits["meta", "overlap_reference"] = _overlap(model, "reference")
     say("duckdb-partitioned: Q1's shape in the executors' DuckDBs at three rates")
     model.parallelism = spark.sparkContext.defaultParallelism
     fits.update(_partitioned(model))
@@ -322,7 +362,8 @@ def calibrate(out: str | Path = settings.CALIBRATED_PROFILE, *,
     fits["spark", "batch_aggregate"] = _batch_aggregate(model)
     say(f"writing {out}")
     profile = replace(model.profile(model.values, f"calibrated on {platform.node()} "
-                                    f"{time.strftime('%Y-%m-%d %H:%M')}"), overlap=overlap)
+                                    f"{time.strftime('%Y-%m-%d %H:%M')}"), overlap=overlap,
+                      overlap_reference=overlap_reference)
     write_profile(Path(out), profile, fits)
     # Beside the profile, what each function was fitted to (seconds measured and fitted).
     Path(out).with_suffix(".json").write_text(json.dumps({
@@ -498,14 +539,15 @@ def _spark_row(model: _Model, sql: str, rate: float, size: int) -> tuple[float, 
     return measured, lambda v: model.utilization(sql, rate, "spark", v)
 
 
-def _measured_load(model: _Model, sql: str, rate: float, size: int, placement: str):
+def _measured_load(model: _Model, sql: str, rate: float, size: int, placement: str,
+                   measure: float = 8):
     """Wall seconds per second of arrivals of ``sql`` placed by ``placement`` at ``rate``,
     measured as ``tandem bench`` measures capacity, and its optimisation with the values fitted
     so far."""
     o = model.optimization(sql, rate, placement, model.values)
     plan = Explanation(Path(f"calibrate_{abs(hash(sql)) % 10**6}.sql"), model.catalog_path,
                        Path(), o, fragments(o.plan))
-    found = capacity(plan, rate, warmup=size, measure=8)
+    found = capacity(plan, rate, warmup=size, measure=measure)
     return rate / found.tuples_per_second, o
 
 
@@ -560,15 +602,27 @@ def _batch_aggregate(model: _Model) -> Fitted:
     return model.fit(("spark", "batch_aggregate"), ["per_tuple", "per_call"], rows)
 
 
-def _overlap(model: _Model) -> tuple[float, Fitted]:
-    """sigma of ``Objective.load``: the share of the smaller side of the MIG's pipeline that
-    the larger one does not hide. Measured on pure-DuckDB MEDIANs over 5-minute windows, where
-    the job (the gateway, the move into DuckDB) and the evaluation thread (the window's rows)
-    weigh about the same, once every unit cost is fitted: load = max + sigma * min."""
-    sql = _aggregate("MEDIAN", 300, "WHERE property = 1")
+# The MIG's pipeline, measured on MEDIANs of a window's rows, where the job and DuckDB's
+# thread weigh within a fifth of each other by the functions fitted before: (placement,
+# (window seconds, tuples/s)). By value Spark's job selects the rows on every core; by reference
+# it is the driver's control of the next batch alone, small beside a window's work but at low
+# rates and short windows. The two overlap differently (``cost.Objective``): by value they ran
+# one after another, by reference the control hid, in the calibrations of 2026-12-02.
+OVERLAP_POINTS = {"value": ("select_1=spark,aggregate_1=duckdb", ((300, 50_000), (120, 200_000))),
+                  "reference": ("duckdb", ((10, 20_000), (60, 20_000)))}
+OVERLAP_MEASURE = 40  # event seconds: at a tenth of a second a batch, 8 would be two batches
+
+
+def _overlap(model: _Model, crossing: str) -> tuple[float, Fitted]:
+    """sigma of ``Objective.load`` for plans whose crossings go by ``crossing``: the share of
+    the smaller side of the MIG's pipeline that the larger one does not hide, once every unit
+    cost is fitted: load = max + sigma * min."""
+    placement, points = OVERLAP_POINTS[crossing]
     rows = []
-    for rate in (100_000, 200_000):
-        measured, o = _measured_load(model, sql, rate, 300, "duckdb")
+    for size, rate in points:
+        sql = _aggregate("MEDIAN", size, "WHERE property = 1")
+        measured, o = _measured_load(model, sql, rate, size, placement, OVERLAP_MEASURE)
+        assert o.plan.by_reference == (crossing == "reference"), placement
         a, e = o.plan.cost.arrival, o.plan.cost.evaluation
         rows.append((measured, max(a, e), min(a, e)))
     return fit_overlap(rows)
@@ -592,12 +646,15 @@ def write_profile(path: Path, profile: Profile, fits: dict) -> None:
              "[meta]", f'name = "{profile.name}"', "micro_batch_seconds = 1.0",
              "# The operators share this machine's cores. The MIG's evaluation of a batch runs",
              "# beside Spark's job for the next one: a plan keeps up when",
-             "# max(job, evaluation) + overlap * min(job, evaluation) <= 1 (cost.Objective.load).",
-             "time_shared = true", f"overlap = {profile.overlap:.3f}",
-             "# duckdb-partitioned: hash partitions that run at once (Spark's cores)",
-             f"parallelism = {profile.parallelism}",
-             f"fit_error = {fits[('meta', 'overlap')].error:.3f}" if ("meta", "overlap") in fits
-             else "# overlap: not measured", ""]
+             "# max(job, evaluation) + overlap * min(job, evaluation) <= 1 (cost.Objective.load);",
+             "# overlap_reference where the crossings go by reference and the job is Spark's",
+             "# control alone.", "time_shared = true", f"overlap = {profile.overlap:.3f}"]
+    if profile.overlap_reference is not None:
+        lines.append(f"overlap_reference = {profile.overlap_reference:.3f}")
+    lines += [f"# {key}: fit error {fits['meta', key].error:.3f}" if ("meta", key) in fits
+              else f"# {key}: not measured" for key in ("overlap", "overlap_reference")]
+    lines += ["# duckdb-partitioned: hash partitions that run at once (Spark's cores)",
+              f"parallelism = {profile.parallelism}", ""]
     for engine, functions in profile.functions.items():
         for function, coefficients in functions.items():
             lines.append(f"[{engine}.{function}]")

@@ -21,7 +21,7 @@ windows (MEDIAN, a join of two windows' rows) pays per expanded row itself.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from optimizer.logical import (
     DECOMPOSABLE,
@@ -142,8 +142,23 @@ class Objective:
     # local mode and an embedded DuckDB do, the two sides of the MIG's pipeline bound it.
     time_shared: bool = False
     # sigma: the share of the smaller side of the pipeline that does not overlap the larger;
-    # 1 when the operators run one after another (the load is then C_u).
+    # 1 when the operators run one after another (the load is then C_u). By value the job is
+    # Spark's tasks on every core; by reference it is the driver's control of the next batch
+    # alone, which overlaps the MIG's thread otherwise (``overlap_reference``; None: alike).
     overlap: float = 1.0
+    overlap_reference: float | None = None
+    by_reference: bool = False  # the crossings of the plans this objective compares
+
+    def crossing(self, by_reference: bool) -> Objective:
+        """This objective for plans whose crossings go by reference, or by value."""
+        return self if by_reference == self.by_reference else replace(
+            self, by_reference=by_reference)
+
+    @property
+    def sigma(self) -> float:
+        if self.by_reference and self.overlap_reference is not None:
+            return self.overlap_reference
+        return self.overlap
 
     def load(self, cost: PlanCost) -> float:
         """Seconds of wall time one second of arrivals takes: C_b (Eq. 6.5) on Ji's machine; on
@@ -152,12 +167,12 @@ class Objective:
         if not self.time_shared:
             return cost.bottleneck
         a, e = cost.arrival, cost.evaluation
-        return max(a, e) + self.overlap * min(a, e)
+        return max(a, e) + self.sigma * min(a, e)
 
     @property
     def two_sided(self) -> bool:
         """Does the load depend on how C_u splits between the pipeline's two sides?"""
-        return self.time_shared and self.overlap < 1 and self.feasibility
+        return self.time_shared and self.sigma < 1 and self.feasibility
 
     def effective_bottleneck(self, cost: PlanCost) -> float:
         # Memory grows with the rate as the load does, so a plan over budget by x behaves like

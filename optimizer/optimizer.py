@@ -138,7 +138,8 @@ def optimize(sql: str, catalog: Catalog, profile: Profile, rate: float | None = 
         catalog = catalog.with_total_rate(sorted({w.stream for w in windows(root)}), rate)
     rate = sum(catalog.streams[s].rate for s in {w.stream for w in windows(root)})
     objective = Objective(feasibility=feasibility, memory_budget=memory_budget,
-                          time_shared=profile.time_shared, overlap=profile.overlap)
+                          time_shared=profile.time_shared, overlap=profile.overlap,
+                          overlap_reference=profile.overlap_reference)
 
     def profile_model(ordered: frozenset = frozenset()) -> CostModel:
         return CostModel(Statistics(catalog), profile, span, files_per_batch, ordered)
@@ -168,7 +169,8 @@ def optimize(sql: str, catalog: Catalog, profile: Profile, rate: float | None = 
         ex_ms = (time.perf_counter() - start) * 1000
         ex_examined, ex_placement = ex.plans_examined, ex.placement
 
-    return Optimization(sql, rate, objective, evaluate(plan, result.placement, model),
+    physical = evaluate(plan, result.placement, model)
+    return Optimization(sql, rate, objective.crossing(physical.by_reference), physical,
                         result.plans_examined, result.partial_plans, result.subplans,
                         ex_examined, ex_placement, phase_one_ms, phase_two_ms, ex_ms, model)
 

@@ -47,6 +47,7 @@ from optimizer.cost import (
 from optimizer.errors import TandemError
 from optimizer.logical import LogicalPlan, Node, is_r2r
 from optimizer.partitioning import partitionable, problem, splittable
+from optimizer.physical import by_reference as crosses_by_reference
 from optimizer.physical import plan_cost, stream_readers, uniform
 
 # Partial plans hold engine indexes: ties break towards Spark, then central DuckDB, in post-order.
@@ -109,7 +110,7 @@ def search(plan: LogicalPlan, model: CostModel, objective: Objective,
                                              {**pinned, plan.ids[op]: engine}, decompose_above))
             except TandemError:  # no plan honours that pin
                 continue
-    rank = lambda r: (objective.rank(plan_cost(plan, r.placement, model)),  # noqa: E731
+    rank = lambda r: (ranked(plan, r.placement, model, objective),  # noqa: E731
                       tuple(r.placement.values()))
     return replace(min(results, key=rank),
                    plans_examined=sum(r.plans_examined for r in results),
@@ -134,6 +135,7 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
     pinned = pinned or {}
     if not plan.operators:
         return SearchResult({}, 1, 0, 1)  # only a window: nothing to place
+    objective = objective.crossing(by_reference)
     allowed = allowed_engines(plan, pinned, model.profile.prices(PARTITIONED) and not by_reference,
                               model.prices_split and not by_reference)
     source = model.source(plan.streams, by_reference)
@@ -280,12 +282,18 @@ def exhaustive(plan: LogicalPlan, model: CostModel, objective: Objective,
         placement = {plan.ids[op]: e for op, e in zip(plan.operators, engines, strict=True)}
         if not valid(plan, placement):
             continue
-        cost = plan_cost(plan, placement, model)
-        key = (objective.rank(cost), tuple(ENGINES.index(e) for e in engines))
+        key = (ranked(plan, placement, model, objective), tuple(ENGINES.index(e) for e in engines))
         count += 1
         if best_key is None or key < best_key:
             best_key, best = key, placement
     return SearchResult(best, count, count, 1)
+
+
+def ranked(plan: LogicalPlan, placement: dict[str, str], model: CostModel,
+           objective: Objective) -> tuple:
+    """A complete placement's rank (Definition 6.1), its load overlapped as its crossings go."""
+    return objective.crossing(crosses_by_reference(plan, placement, model)).rank(
+        plan_cost(plan, placement, model))
 
 
 def _undominated_fragments(partials: list[Partial]) -> list[Partial]:

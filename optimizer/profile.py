@@ -24,6 +24,7 @@ class Profile:
     time_shared: bool = False  # operators share the cores (see cost.Objective)
     overlap: float = 1.0  # sigma of cost.Objective.load: 1 = no overlap, C_u
     parallelism: int = 1  # hash partitions of duckdb-partitioned that run at once (Spark's cores)
+    overlap_reference: float | None = None  # sigma of plans by reference (None: ``overlap``)
 
     def coef(self, engine: str, function: str, name: str) -> float:
         try:
@@ -59,12 +60,14 @@ def load_profile(path: str | Path | None = None) -> Profile:
             except (TypeError, ValueError, AttributeError):
                 raise CatalogError(f"profile {path}: [{engine}.{function}] must hold numbers") from None
     meta = raw.get("meta", {})
-    overlap = meta.get("overlap", 1.0)
-    if not isinstance(overlap, (int, float)) or not 0 <= overlap <= 1:
-        raise CatalogError(f"profile {path}: [meta] overlap must be a number from 0 to 1")
+    overlaps = {k: meta[k] for k in ("overlap", "overlap_reference") if k in meta}
+    for key, sigma in overlaps.items():
+        if not isinstance(sigma, (int, float)) or not 0 <= sigma <= 1:
+            raise CatalogError(f"profile {path}: [meta] {key} must be a number from 0 to 1")
     parallelism = meta.get("parallelism", 1)
     if not isinstance(parallelism, int) or parallelism < 1:
         raise CatalogError(f"profile {path}: [meta] parallelism must be a whole number from 1")
     return Profile(str(meta.get("name", path.stem)), float(meta.get("micro_batch_seconds", 1.0)),
-                   functions, str(path), bool(meta.get("time_shared", False)), float(overlap),
-                   parallelism)
+                   functions, str(path), bool(meta.get("time_shared", False)),
+                   float(overlaps.get("overlap", 1.0)), parallelism,
+                   float(overlaps["overlap_reference"]) if "overlap_reference" in overlaps else None)

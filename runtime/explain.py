@@ -64,7 +64,7 @@ class Explanation:
             "load": o.objective.load(plan.cost),
             "job_cost": plan.cost.arrival,
             "evaluation_cost": plan.cost.evaluation,
-            "overlap": o.objective.overlap if o.objective.time_shared else None,
+            "overlap": o.objective.sigma if o.objective.time_shared else None,
             "feasible": o.feasible,
             # How the stream reaches the DB-ops from landed files: "reference" (DuckDB reads
             # each micro-batch's files, rowstream/by_reference.py) or "value" (Spark's rows).

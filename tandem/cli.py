@@ -545,7 +545,7 @@ def render(result: Explanation) -> None:
     summary.add_row("C_b (bottleneck, Eq. 6.5)", f"{plan.cost.bottleneck:.4f}")
     summary.add_row("C_u (utilisation, Eq. 6.6)", f"{plan.cost.utilization:.4f}")
     if o.objective.time_shared:
-        summary.add_row(f"load (shared cores, σ = {o.objective.overlap:g})",
+        summary.add_row(f"load (shared cores, σ = {o.objective.sigma:g})",
                         f"{o.objective.load(plan.cost):.4f}: job {plan.cost.arrival:.4f}, "
                         f"evaluation {plan.cost.evaluation:.4f}")
     budget = o.objective.memory_budget
@@ -586,7 +586,7 @@ def steps(what: str):
 def calibrate_command(
     out: Annotated[Path, typer.Option(help="Where the profile goes (the default one of explain and run).")] = Path(".tandem/profile.toml"),
 ) -> None:
-    """Measure the cost model's unit costs on this machine (about 13 minutes) and write a profile."""
+    """Measure the cost model's unit costs on this machine (about 15 minutes) and write a profile."""
     from benchmarking.calibrate import calibrate
 
     with steps("calibrating") as step, user_errors():

@@ -59,7 +59,8 @@ def search_problems(draw, max_operators: int = 14):
     root = _tree(draw, draw(st.integers(1, max_operators)), streams)
     budget = draw(st.one_of(st.none(), st.floats(1e5, 1e10)))
     objective = Objective(feasibility=draw(st.booleans()), memory_budget=budget,
-                          time_shared=draw(st.booleans()), overlap=draw(st.floats(0.0, 1.0)))
+                          time_shared=draw(st.booleans()), overlap=draw(st.floats(0.0, 1.0)),
+                          overlap_reference=draw(st.one_of(st.none(), st.floats(0.0, 1.0))))
     return catalog, profile, root, objective
 
 

@@ -113,13 +113,14 @@ def test_overlap_fit_recovers_sigma_and_stays_within_0_and_1():
 def test_written_profile_loads_with_its_coefficients(tmp_path):
     model = _Model()
     model.values[("spark", "source", "per_call")] = 0.3
-    profile = replace(model.profile(model.values, "calibrated here"), overlap=0.25)
+    profile = replace(model.profile(model.values, "calibrated here"), overlap=0.25,
+                      overlap_reference=0.05)
     fits = {("spark", "source"): Fitted({("spark", "source", "per_call"): 0.3}, 0.12, 5)}
     write_profile(tmp_path / "p.toml", profile, fits)
     text = (tmp_path / "p.toml").read_text()
     loaded = load_profile(tmp_path / "p.toml")
     assert loaded.time_shared and loaded.coef("spark", "source", "per_call") == 0.3
-    assert loaded.overlap == 0.25
+    assert loaded.overlap == 0.25 and loaded.overlap_reference == 0.05
     assert "fit_error = 0.120" in text
     for engine, functions in profile.functions.items():
         for function, coefficients in functions.items():

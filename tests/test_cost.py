@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from optimizer import optimize
 from optimizer.catalog import parse_catalog
 from optimizer.cost import CostModel, Objective, PlanCost, better
 from optimizer.errors import CatalogError
@@ -191,6 +192,23 @@ def test_by_reference_the_mig_s_thread_reads_keeps_the_partials_and_evaluates(un
     cost = PlanCost(0.0, 0.0, 0.0).add(source).add(db_op)
     assert Objective(time_shared=True, overlap=0.0).load(cost) == pytest.approx(
         source.evaluation + db_op.u)
+
+
+def test_a_plan_s_load_overlaps_as_its_crossings_go(unit_catalog, unit_profile):
+    # By value Spark's tasks and DuckDB's evaluation share the cores, one after the other
+    # (sigma 1); by reference Spark's control of the next batch hides behind the MIG's thread
+    # (overlap_reference 0): the optimisation's objective is its plan's.
+    scan = {"per_tuple": 0.0002, "per_call": 0.02}
+    profile = dataclasses.replace(
+        with_functions(with_functions(unit_profile, "spark", control={"per_call": 0.2}),
+                       "duckdb", scan=scan, scan_csv=scan),
+        time_shared=True, overlap=1.0, overlap_reference=0.0)
+    for placement, referenced in (("duckdb", True), ("select_1=spark", False)):
+        o = optimize(COUNT_BY_K, unit_catalog, profile, placement=placement)
+        assert o.plan.by_reference is referenced and o.objective.by_reference is referenced
+        a, e = o.plan.cost.arrival, o.plan.cost.evaluation
+        assert a > 0 and e > 0
+        assert o.objective.load(o.plan.cost) == pytest.approx(max(a, e) if referenced else a + e)
 
 
 def test_a_profile_calibrated_before_csv_was_priced_asks_for_a_calibration(unit_catalog,

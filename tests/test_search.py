@@ -15,7 +15,7 @@ from optimizer.errors import TandemError
 from optimizer.logical import LogicalPlan
 from optimizer.optimizer import placement_spec
 from optimizer.phase_one import phase_one
-from optimizer.phase_two import exhaustive, search
+from optimizer.phase_two import exhaustive, ranked, search
 from optimizer.physical import evaluate
 from optimizer.statistics import Statistics
 from tests.conftest import query_sql
@@ -78,13 +78,14 @@ def test_pruned_search_matches_exhaustive_with_the_pipeline_overlapped(catalog, 
     # evaluation thread, then the job, is the larger side. A plan that ties with the exhaustive
     # one in Definition 6.1 is as good (with sigma = 0 only the larger side counts); a plan that
     # loses on the smaller side may be pruned before the tie-break towards Spark sees it.
-    shared = replace(enumerable(profile, name), time_shared=True, overlap=overlap)
+    # Plans by reference overlap otherwise (Objective.overlap_reference).
+    shared = replace(enumerable(profile, name), time_shared=True, overlap=overlap,
+                     overlap_reference=1 - overlap)
     for rate in (5_000, 200_000, 800_000):
         result = optimize(query_sql(name), catalog, shared, rate, exhaustive_check=True)
-        exhaustive_cost = evaluate(result.logical, result.exhaustive_placement, result.model).cost
-        assert (result.plan.placement == result.exhaustive_placement
-                or close(result.objective.rank(result.plan.cost),
-                         result.objective.rank(exhaustive_cost)))
+        got, best = (ranked(result.logical, p, result.model, result.objective)
+                     for p in (result.plan.placement, result.exhaustive_placement))
+        assert result.plan.placement == result.exhaustive_placement or close(got, best)
 
 
 # Up to 3^n placements (duckdb-partitioned where an operator allows it): 10 operators keep the
@@ -97,8 +98,8 @@ def test_pruned_search_is_exact_on_random_plans(problem):
     model = CostModel(Statistics(catalog), profile)
     pruned = search(plan, model, objective)
     full = exhaustive(plan, model, objective)
-    got = objective.rank(evaluate(plan, pruned.placement, model).cost)
-    best = objective.rank(evaluate(plan, full.placement, model).cost)
+    got = ranked(plan, pruned.placement, model, objective)
+    best = ranked(plan, full.placement, model, objective)
     # The same plan, unless another plan costs exactly as much (then both are optimal).
     assert pruned.placement == full.placement or close(got, best)
     assert close(got, best)
