@@ -202,7 +202,8 @@ class Decision:
 
 def decide(current: PlanCost, candidate: PlanCost, costs: list[MigrationCost],
            objective: Objective, *, margin: float, horizon: float,
-           observed_load: float | None = None) -> Decision:
+           observed_load: float | None = None,
+           current_objective: Objective | None = None) -> Decision:
     """Whether to migrate from the running plan (``current``) to ``candidate``, and how.
 
     * A plan that falls behind is left for a feasible one at once, by the cheapest strategy
@@ -212,8 +213,12 @@ def decide(current: PlanCost, candidate: PlanCost, costs: list[MigrationCost],
       (Definition 6.1 orders them by C_u; smaller differences are within the noise of the
       statistics and of the model), and the work it saves must pay the migration's work back
       within ``horizon`` seconds.
-    * An infeasible candidate is never adopted."""
-    behind = (observed_load > 1) if observed_load is not None else not objective.feasible(current)
+    * An infeasible candidate is never adopted.
+
+    ``objective`` is the candidate's, ``current_objective`` the running plan's where its
+    crossings go otherwise (``Objective.crossing``)."""
+    running = current_objective or objective
+    behind = (observed_load > 1) if observed_load is not None else not running.feasible(current)
     if not objective.feasible(candidate):
         return Decision(False, "the better plan would not keep up either")
     # Parallel Track keeps the old plan running: not while it falls behind.

@@ -611,7 +611,8 @@ class _Watch:
         decision = decide(now.optimization.plan.cost, best.optimization.plan.cost,
                           [c for c in costs if c.strategy in strategies],
                           best.optimization.objective, margin=margin, horizon=horizon,
-                          observed_load=observed.load)
+                          observed_load=observed.load,
+                          current_objective=now.optimization.objective)
         if not decision.migrate:
             return None
         said = "".join(f", selectivity of {key} {value:.2f}"

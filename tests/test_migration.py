@@ -155,6 +155,19 @@ def test_hysteresis_rule(current, candidate, costs, observed, migrate, strategy)
     assert (decision.cost.strategy if decision.cost else None) == (strategy if migrate else None)
 
 
+def test_the_running_plan_is_judged_as_its_crossings_go():
+    # The running plan by value, its sides one after the other (sigma 1): 0.6 + 0.5 falls
+    # behind. Judged with the candidate's overlap by reference (0) it would keep up at 0.6, and
+    # a candidate 18 % cheaper would be within the margin.
+    by_value = Objective(time_shared=True, overlap=1.0, overlap_reference=0.0)
+    current, candidate = PlanCost(0.6, 1.1, 0, 0.5), PlanCost(0.5, 0.9, 0, 0.8)
+    decision = decide(current, candidate, [MS_5], by_value.crossing(True), margin=0.2,
+                      horizon=600, current_objective=by_value)
+    assert decision.migrate, decision.reason
+    assert not decide(current, candidate, [MS_5], by_value.crossing(True), margin=0.2,
+                      horizon=600).migrate
+
+
 def batch(tuples, seconds=1.0, wall=0.5, **crossings):
     return BatchObservation(tuples, seconds, wall, crossings)
 
