@@ -8,6 +8,8 @@ bench`` measures it, with the wall seconds of the MIG's steps over the measured 
 The arrivals (Spark's job and ``toArrow``, then DuckDB's appends) run in ``foreachBatch``; the
 evaluation runs on the MIG's own thread while Spark prepares the next batch (rowstream/mig.py),
 so the two columns overlap and a batch takes about the larger of them when the cores allow.
+By reference a batch takes up to four landed seconds (``FILES_PER_BATCH``): ``--measure 10``
+leaves one batch after the two that settle, ``--measure 40`` eight.
 """
 
 from __future__ import annotations
