@@ -199,8 +199,8 @@ def _gateway(spark, rate: float, seconds: int, file_format: str = "parquet") -> 
             high_water=None, lateness=0.0, slide=1.0))
         files = tuple(batch_files(checkpoint, batch_id))  # as the gateway finds them
 
-        row["reference"] = _time(lambda: _by_reference(store, files, False, batch_id))
-        row["stored"] = _time(lambda: _by_reference(store, files, True, batch_id))
+        row["reference"] = _time(lambda: _by_reference(store, plugs, files, False, batch_id))
+        row["stored"] = _time(lambda: _by_reference(store, plugs, files, True, batch_id))
         if file_format == "parquet":
             none = "plug_id < 0"
             row["scan"] = _time(lambda: batch.where(none).toArrow())
@@ -232,13 +232,12 @@ def _gateway(spark, rate: float, seconds: int, file_format: str = "parquet") -> 
     return rows[1:]  # the first batch compiles the jobs
 
 
-def _by_reference(store: ColumnarStore, files, kept: bool, batch_id: int) -> None:
-    """DuckDB reads and judges a batch's ``files`` itself (rowstream/by_reference.py)."""
+def _by_reference(store: ColumnarStore, plugs, files, kept: bool, batch_id: int) -> None:
+    """DuckDB reads and judges a batch's ``files`` of the stream ``plugs`` itself
+    (rowstream/by_reference.py)."""
     from rowstream.by_reference import FileReferences
     from rowstream.suite_sql import identifier
-    from runtime.settings import example_stream
 
-    plugs = example_stream("plugs")
     read = FileReferences(plugs, tuple(files), None, 0.0, 1.0).read(store.con)
     if kept:  # as a window whose rows a DB-op reads is stored
         store.append("calibrate", "referenced", read.rows, batch_id)
@@ -259,19 +258,22 @@ def _referenced(rate: float, file_format: str, *, stored: bool, repeats: int = 3
     """Per file, the seconds DuckDB takes to read and judge batches of ``FILES_PER_BATCH``
     files landed at ``rate`` ("reference") and, if ``stored``, to store their rows, as
     ``_gateway``'s rows have them, without Spark."""
+    from runtime.settings import example_stream
+
+    plugs = example_stream("plugs")
     with scratch("tandem-calibrate-") as tmp:
         files = SmartPlugs(rate=rate).write_files(Path(tmp) / "landing", FILES_PER_BATCH, 1.0,
                                                   file_format=file_format)
         with ColumnarStore(Path(tmp) / "c.duckdb") as store:
             store.create("calibrate", fresh=True)
-            _by_reference(store, files, True, 0)  # creates the table; warms the reader
+            _by_reference(store, plugs, files, True, 0)  # creates the table; warms the reader
             rows = []
             for batch_id in range(1, repeats + 1):
-                row = {"tuples": rate, "reference": _time(
-                    lambda bid=batch_id: _by_reference(store, files, False, bid)) / len(files)}
+                row = {"tuples": rate, "reference": _time(lambda bid=batch_id: _by_reference(
+                    store, plugs, files, False, bid)) / len(files)}
                 if stored:
                     row["stored"] = _time(lambda bid=batch_id: _by_reference(
-                        store, files, True, bid)) / len(files)
+                        store, plugs, files, True, bid)) / len(files)
                 rows.append(row)
     return rows
 
@@ -606,8 +608,8 @@ def _batch_aggregate(model: _Model) -> Fitted:
 # thread weigh within a fifth of each other by the functions fitted before: (placement,
 # (window seconds, tuples/s)). By value Spark's job selects the rows on every core; by reference
 # it is the driver's control of the next batch alone, small beside a window's work but at low
-# rates and short windows. The two overlap differently (``cost.Objective``): by value they ran
-# one after another, by reference the control hid, in the calibrations of 2026-12-02.
+# rates and short windows. The two overlap differently (``cost.Objective``): by value the sides
+# ran one after another (sigma 1.00), by reference most of the control hid (0.44), 2026-12-02.
 OVERLAP_POINTS = {"value": ("select_1=spark,aggregate_1=duckdb", ((300, 50_000), (120, 200_000))),
                   "reference": ("duckdb", ((10, 20_000), (60, 20_000)))}
 OVERLAP_MEASURE = 40  # event seconds: at a tenth of a second a batch, 8 would be two batches

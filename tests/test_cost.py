@@ -177,8 +177,7 @@ def test_by_reference_the_mig_s_thread_reads_keeps_the_partials_and_evaluates(un
     # No Spark job reads a batch by reference: the MIG's thread reads its files, keeps the
     # partials up and evaluates, while Spark plans the next batch. Only Spark's control is on
     # the job's side, so fully overlapped (sigma 0) the load is the MIG thread's part.
-    profile = with_functions(with_functions(unit_profile, "spark", control={"per_call": 0.2}),
-                             "duckdb", scan={"per_tuple": 0.0002, "per_call": 0.02})
+    profile = priced_by_reference(unit_profile, scan={"per_tuple": 0.0002, "per_call": 0.02})
     plan, model = model_for(COUNT_BY_K, unit_catalog, profile)
     select, agg = node(plan, Select), node(plan, Aggregate)
     source = model.source(["s"], by_reference=True)
@@ -199,10 +198,8 @@ def test_a_plan_s_load_overlaps_as_its_crossings_go(unit_catalog, unit_profile):
     # (sigma 1); by reference Spark's control of the next batch hides behind the MIG's thread
     # (overlap_reference 0): the optimisation's objective is its plan's.
     scan = {"per_tuple": 0.0002, "per_call": 0.02}
-    profile = dataclasses.replace(
-        with_functions(with_functions(unit_profile, "spark", control={"per_call": 0.2}),
-                       "duckdb", scan=scan, scan_csv=scan),
-        time_shared=True, overlap=1.0, overlap_reference=0.0)
+    profile = dataclasses.replace(priced_by_reference(unit_profile, scan=scan, scan_csv=scan),
+                                  time_shared=True, overlap=1.0, overlap_reference=0.0)
     for placement, referenced in (("duckdb", True), ("select_1=spark", False)):
         o = optimize(COUNT_BY_K, unit_catalog, profile, placement=placement)
         assert o.plan.by_reference is referenced and o.objective.by_reference is referenced
@@ -282,6 +279,12 @@ def test_time_shared_operators_keep_up_only_when_their_sum_does():
 def with_functions(profile, engine: str, **functions):
     return dataclasses.replace(profile, functions=profile.functions | {
         engine: profile.functions[engine] | functions})
+
+
+def priced_by_reference(profile, **scans):
+    """``profile`` with Spark's control by reference, 0.2 a batch, and DuckDB's ``scans``."""
+    return with_functions(with_functions(profile, "spark", control={"per_call": 0.2}), "duckdb",
+                          **scans)
 
 
 def test_a_spark_operator_after_the_mig_reads_every_row_duckdb_hands_it(unit_catalog,
