@@ -30,6 +30,7 @@ from benchmarking.bench import (  # noqa: E402
     max_rate,
     prediction_share,
     predictions,
+    ranked_points,
     summary,
 )
 
@@ -117,7 +118,8 @@ def write(points: list[Point], out_dir: Path, command: str, calibration: str,
                      f"{_fmt(s['ratio_vs_spark'])} | "
                      f"{_fmt(s['ratio_vs_duckdb'])} |")
     lines += ["", f"Optimiser accuracy (chosen plan within 10 % of the best measured): "
-              f"**{accuracy(points):.0%}** of {len(grid(points))} (query, rate) points. "
+              f"**{accuracy(points):.0%}** of {len(grid(points))} (query, rate) points; "
+              f"{_ranked(points)}. "
               f"Predicted capacity within 1.5x of measured: **{within} of {total}** measured "
               "(plan, rate) points. A max rate of 0 means not even the lowest rate, and its "
               "ratio is blank. Bisection narrowed the max rates of the optimiser, pure-Spark and "
@@ -268,6 +270,14 @@ def _fmt(x: float | None) -> str:
     return "" if x is None else f"{x:.1f}x"
 
 
+def _ranked(points: list[Point]) -> str:
+    accurate, ranked = ranked_points(points)
+    if not ranked:
+        return "at none of them did more than one plan keep up"
+    return (f"at {accurate} of the {ranked} where more than one plan kept up (there the "
+            "choice is a ranking)")
+
+
 def _in_duckdb(placement: dict[str, str]) -> str:
     duck = [op for op, e in placement.items() if e == "duckdb"]
     if not duck:
@@ -279,7 +289,10 @@ def _in_duckdb(placement: dict[str, str]) -> str:
 
 def _key(m: Measured) -> str:
     roles = [r for r in ROLES if r in m.roles]
-    return roles[0] if roles else f"other ({_in_duckdb(m.placement)})"
+    if roles:
+        return roles[0]
+    kind = "rival" if any(r.startswith("rival") for r in m.roles) else "other"
+    return f"{kind} ({_in_duckdb(m.placement)})"
 
 
 def _plan_names(points: list[Point]) -> list[str]:

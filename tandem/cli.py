@@ -586,7 +586,7 @@ def steps(what: str):
 def calibrate_command(
     out: Annotated[Path, typer.Option(help="Where the profile goes (the default one of explain and run).")] = Path(".tandem/profile.toml"),
 ) -> None:
-    """Measure the cost model's unit costs on this machine (about 15 minutes) and write a profile."""
+    """Measure the cost model's unit costs on this machine (5 to 15 minutes) and write a profile."""
     from benchmarking.calibrate import calibrate
 
     with steps("calibrating") as step, user_errors():
@@ -608,6 +608,7 @@ def bench_command(
     rates: Annotated[str, typer.Option(help="Comma-separated rates, tuples/s.")] = "1000,2000,5000,10000,20000,40000",
     extend: Annotated[bool, typer.Option(help="The sweep doubles past the rates until every plan is infeasible.")] = True,
     others: Annotated[int, typer.Option(help="Other plans of phase two's space sampled per point.")] = 2,
+    rivals: Annotated[int, typer.Option(help="Plans ranked next after the optimiser's, measured per point.")] = 0,
     measure: Annotated[float, typer.Option(help="Event seconds measured per plan, in 1-s micro-batches.")] = 10.0,
     precision: Annotated[float, typer.Option(help="Bisection narrows the max rates of the optimiser, pure-Spark and pure-DuckDB until the smallest rate each fell behind at is within this factor of the largest it kept up with (0: no bisection).")] = 1.1,
     profile: Profile = None,
@@ -634,7 +635,7 @@ def bench_command(
         with user_errors():
             try:
                 chosen = dict(queries=[q.strip() for q in queries.split(",") if q.strip()],
-                              rates=[float(r) for r in rates.split(",")], others=others,
+                              rates=[float(r) for r in rates.split(",")], others=others, rivals=rivals,
                               extend=extend, measure=measure, precision=precision if precision > 1 else None)
             except ValueError:
                 raise TandemError(f"--rates {rates!r}: give numbers separated by commas") from None

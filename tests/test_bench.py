@@ -21,8 +21,12 @@ from benchmarking.bench import (
     plans_at,
     points_from,
     prediction_share,
+    ranked_points,
     summary,
 )
+from benchmarking.verify import placements
+from optimizer.phase_two import ranked
+from runtime.explain import explain
 from tests.conftest import ROOT
 
 SPARK_ONLY = {"a": "spark"}
@@ -54,6 +58,29 @@ def test_accuracy_counts_choices_within_ten_percent_of_the_best():
               point(5000, 500, 6000, chosen=SPARK_ONLY),  # the worse plan: not
               point(10_000, 10, 7000, chosen=DUCK_ONLY)]
     assert accuracy(points) == 0.5
+
+
+def test_ranked_points_are_those_where_more_than_one_plan_kept_up():
+    points = [point(900, 1000, 950, chosen=DUCK_ONLY),    # both kept up, 95 %: accurate
+              point(1500, 2100, 1700, chosen=DUCK_ONLY),  # both kept up, 81 %: not
+              point(5000, 500, 6000, chosen=DUCK_ONLY)]   # one plan kept up: no ranking
+    assert ranked_points(points) == (1, 2)
+    assert summary(points)["overall"]["optimizer_accuracy_ranked"] == 0.5
+
+
+def test_the_rivals_are_the_plans_ranked_next_after_the_choice():
+    query, rate = "q3", 20_000
+    plans = plans_at(query, rate, others=0, rivals=2)
+    rivals = {r.split(":")[0]: p for p, roles, _ in plans for r in roles if r.startswith("rival")}
+    assert sorted(rivals) == ["rival 2", "rival 3"]
+    # Every placement of the space ranked from scratch (physical.plan_cost), apart from explain.
+    o = explain(query, rate=rate).optimization
+    order = sorted(ranked(o.logical, p, o.model, o.objective)
+                   for p in placements(query, "all", rate=rate))
+    chosen = next(p for p, roles, _ in plans if CHOICE in roles)
+    got = [ranked(o.logical, p, o.model, o.objective)
+           for p in (chosen, rivals["rival 2"], rivals["rival 3"])]
+    assert got == order[:3]
 
 
 def test_prediction_share_leaves_out_bounds_and_carried_figures():
