@@ -394,9 +394,11 @@ def _transfer_out(spark, model: _Model) -> Fitted:
     def took(size: int, job: bool) -> float:
         table = utc_instants(SmartPlugs(rate=size).between(0, 1))
         spark.createDataFrame(table).count()  # warm
-        if job:
-            return min(_time(lambda: spark.createDataFrame(table).count()) for _ in range(3))
-        return min(_time(lambda: spark.createDataFrame(table)) for _ in range(3))
+
+        def hand_over():
+            frame = spark.createDataFrame(table)
+            return frame.count() if job else frame
+        return min(_time(hand_over) for _ in range(3))
 
     small = [(n, took(n, job=False)) for n in MOVE_OUT_FIXED]
     large = [(n, took(n, job=True)) for n in MOVE_OUT_ROWS]
