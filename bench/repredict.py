@@ -34,8 +34,23 @@ def repredicted(bench: Path, profile: str) -> list[dict]:
         rows.append({"bench": str(bench), "query": point.query, "rate": point.rate,
                      "roles": m.roles, "placement": m.placement, "capacity": m.capacity,
                      "predicted_then": m.predicted,
-                     "predicted": predicted_capacity(plan, point.rate)})
+                     "predicted": predicted_capacity(plan, point.rate),
+                     "kind": kind(m.placement, plan.optimization.plan.by_reference)})
     return rows
+
+
+def kind(placement: dict[str, str], by_reference: bool) -> str:
+    """The class of plans a prediction belongs to: where the operators run and how the
+    crossing goes, the classes the cost model prices by different functions."""
+    engines = set(placement.values())
+    if engines == {"duckdb"}:
+        return "all in DuckDB"
+    if engines == {"spark"}:
+        return "all in Spark"
+    if not by_reference:
+        return "by value"
+    after = sorted({op.rsplit("_", 1)[0] for op, e in placement.items() if e == "spark"})
+    return f"by reference, {' and '.join(after)} in Spark after the MIG"
 
 
 def ratio(row: dict, key: str = "predicted") -> float:
@@ -56,8 +71,15 @@ def report(rows: list[dict], profile: str, command: str) -> str:
                      f"{', '.join(r['roles'])} | {r['capacity']:,.0f} | {r['predicted_then']:,.0f} | "
                      f"{ratio(r, 'predicted_then'):.2f} | {r['predicted']:,.0f} | {ratio(r):.2f} |")
     lines += ["", f"Within {FACTOR}x: **{within(rows, 'predicted_then')} of {len(rows)}** with the "
-              f"profiles the sweeps ran with, **{within(rows)} of {len(rows)}** with this one.", ""]
-    return "\n".join(lines)
+              f"profiles the sweeps ran with, **{within(rows)} of {len(rows)}** with this one.", "",
+              "| plans | points | within then | within now | measured / predicted now |",
+              "|---|---:|---:|---:|---|"]
+    for name in sorted({r["kind"] for r in rows}):
+        mine = [r for r in rows if r["kind"] == name]
+        spread = sorted(ratio(r) for r in mine)
+        lines.append(f"| {name} | {len(mine)} | {within(mine, 'predicted_then')} | "
+                     f"{within(mine)} | {spread[0]:.2f}–{spread[-1]:.2f} |")
+    return "\n".join(lines + [""])
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """`tandem calibrate`: measure the unit costs of Ji's cost model (Sec. 6.3.2) on this machine and
 write them as a profile (``optimizer/profile.py``'s format).
 
-Six groups of micro-benchmarks, each on the real engines:
+Eight groups of micro-benchmarks, each on the real engines:
 
 * **the gateway** (one streaming query per rate): per micro-batch, timed Spark jobs over
   Parquet files landed as users land them, read by Spark's own source (scan; every row moved
@@ -20,8 +20,14 @@ Six groups of micro-benchmarks, each on the real engines:
   reference (its job is the control of the next batch alone);
 * **duckdb-partitioned**: the exchange into the executors' DuckDBs, from the capacity of
   Q1's shape placed there, and the parallelism (Spark's default) it divides their work by;
-* **split aggregates**, last: Spark's partials per pane in the executors, from the capacity of
-  a windowed SUM split across the engines.
+* **split aggregates**: Spark's partials per pane in the executors, from the capacity of
+  a windowed SUM split across the engines;
+* **Spark after the MIG**, last: its batch aggregation of the rows DuckDB hands it, from the
+  capacity of windowed aggregates over DuckDB's selection and over DuckDB's own aggregate.
+
+Before and after them the speed probe (``benchmarking/speed.py``) times each engine on one
+second of the plugs; the profile keeps both, and ``tandem bench`` tells the machine's speed
+then from its speed now.
 
 Every unit-cost function is linear in its coefficients (Eq. 6.4 with the model's c), so a
 coefficient's share of a measurement is what the cost model predicts with that coefficient
@@ -42,7 +48,9 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarking.measure import capacity
+from benchmarking import speed
+from benchmarking.bench import predicted_capacity
+from benchmarking.measure import capacity, event_seconds
 from columnar.fragment_sql import fragments
 from columnar.store import ColumnarStore
 from optimizer import load_catalog, load_profile, optimize
@@ -286,6 +294,8 @@ def calibrate(out: str | Path = settings.CALIBRATED_PROFILE, *,
     say = on_step or (lambda _: None)
     model = _Model()
     fits: dict[tuple[str, str], Fitted] = {}
+    say("the speed probe: one second of the plugs aggregated by each engine")
+    before = speed.probe()
     spark = spark_session(log=settings.spark_log_path(out), master=settings.spark_master())
 
     say("gateway: Parquet files read, judged, selected, projected and moved to DuckDB, or read "
@@ -360,13 +370,15 @@ def calibrate(out: str | Path = settings.CALIBRATED_PROFILE, *,
     say("split aggregates: Spark's partials per pane of a windowed SUM at three rates")
     fits["spark", "partial"] = _split(model)
     say("Spark after the MIG: windowed AVGs over DuckDB's rows of each window_end, at three "
-        "sizes")
+        "sizes, and a MAX over DuckDB's windowed sums")
     fits["spark", "batch_aggregate"] = _batch_aggregate(model)
+    say("the speed probe again")
+    after = speed.probe()
     say(f"writing {out}")
     profile = replace(model.profile(model.values, f"calibrated on {platform.node()} "
                                     f"{time.strftime('%Y-%m-%d %H:%M')}"), overlap=overlap,
                       overlap_reference=overlap_reference)
-    write_profile(Path(out), profile, fits)
+    write_profile(Path(out), profile, fits, {e: [before[e], after[e]] for e in speed.ENGINES})
     # Beside the profile, what each function was fitted to (seconds measured and fitted).
     Path(out).with_suffix(".json").write_text(json.dumps({
         f"{e}.{f}": {"coefficients": {k[2]: v for k, v in fit.coefficients.items()},
@@ -554,11 +566,15 @@ def _measured_load(model: _Model, sql: str, rate: float, size: int, placement: s
                    measure: float = 8):
     """Wall seconds per second of arrivals of ``sql`` placed by ``placement`` at ``rate``,
     measured as ``tandem bench`` measures capacity, and its optimisation with the values fitted
-    so far."""
+    so far. As in a sweep, a plan is measured for ``measure`` event seconds at least and for
+    ten wall seconds at the capacity those values predict: at 8 event seconds Q5's shape with
+    its outer aggregate in Spark, which keeps up 6-10 times over, was timed over about a second
+    and weighed 0.09 and 0.18 s a second in two calibrations half an hour apart (2026-12-02)."""
     o = model.optimization(sql, rate, placement, model.values)
     plan = Explanation(Path(f"calibrate_{abs(hash(sql)) % 10**6}.sql"), model.catalog_path,
                        Path(), o, fragments(o.plan))
-    found = capacity(plan, rate, warmup=size, measure=measure)
+    found = capacity(plan, rate, warmup=size,
+                     measure=event_seconds(measure, rate, predicted_capacity(plan, rate)))
     return rate / found.tuples_per_second, o
 
 
@@ -592,24 +608,40 @@ def _split(model: _Model) -> Fitted:
 
 
 AFTER_MIG = "select_1=duckdb,aggregate_1=spark"  # the aggregate over DuckDB's rows
-# (window seconds, tuples/s): 0.3 M to 1.5 M rows handed a second. Spark's createDataFrame and
-# its aggregation cost 8-9 us a row of a 100k-row table and 2.3-2.8 us of a 3M-row one
-# (bench/results/after_mig.json): the plans it prices hand millions, so it is fitted there.
-BATCH_AGGREGATE_POINTS = ((60, 10_000), (300, 10_000), (60, 40_000))
+OVER_AGGREGATE = "select_1=duckdb,aggregate_1=duckdb,aggregate_2=spark"  # Q5's outer one
+
+
+def _over_aggregate(size: int) -> str:
+    """Q5's shape: a per-household MAX over the plugs' windowed sums."""
+    return (f"WITH t AS ({_aggregate('SUM', size, 'WHERE property = 1')}) "
+            f"SELECT house_id, household_id, window_end, MAX(v) AS m FROM t "
+            f"GROUP BY house_id, household_id, window_end")
+
+
+# (SQL, placement, window seconds, tuples/s). The first three hand Spark 0.3 M to 1.5 M rows a
+# second: createDataFrame and the aggregation cost 8-9 us a row of a 100k-row table and
+# 2.3-2.8 us of a 3M-row one (bench/results/after_mig.json), and the plans priced hand
+# millions. Their intercept is loose: fitted on them alone, per_call took up whatever the
+# hand-over's fixed cost left (0.009 s, then 0.104 s on 2026-12-02), and Q5's outer aggregate,
+# a few thousand rows a batch, was predicted at 0.28-0.45 of its capacity. The last point hands
+# those few rows, so the batch's fixed cost is measured where it is most of the work.
+BATCH_AGGREGATE_POINTS = (
+    *((_aggregate("AVG", size, "WHERE property = 1"), AFTER_MIG, size, rate)
+      for size, rate in ((60, 10_000), (300, 10_000), (60, 40_000))),
+    (_over_aggregate(60), OVER_AGGREGATE, 60, 20_000))
 
 
 def _batch_aggregate(model: _Model) -> Fitted:
     """Spark's batch aggregation after the MIG (per row DuckDB hands it and per batch), from
-    the capacity of a windowed AVG whose selection runs in DuckDB and whose aggregate in Spark,
-    over DataFrames of each window_end's rows, once DuckDB's functions and the moves out and
-    into the results are fitted. The windows' sizes and rates vary the rows handed (the
-    selection's rows times the windows each is in) apart from the batches."""
+    the capacity of windowed aggregates whose aggregate runs in Spark over DataFrames of each
+    window_end's rows, once DuckDB's functions and the moves out and into the results are
+    fitted. The windows' sizes and rates, and an aggregate over an aggregate, vary the rows
+    handed apart from the batches."""
     rows = []
-    for size, rate in BATCH_AGGREGATE_POINTS:
-        sql = _aggregate("AVG", size, "WHERE property = 1")
-        measured, _ = _measured_load(model, sql, rate, size, AFTER_MIG)
-        rows.append((measured, lambda v, sql=sql, rate=rate:
-                     model.utilization(sql, rate, AFTER_MIG, v)))
+    for sql, placement, size, rate in BATCH_AGGREGATE_POINTS:
+        measured, _ = _measured_load(model, sql, rate, size, placement)
+        rows.append((measured, lambda v, sql=sql, rate=rate, placement=placement:
+                     model.utilization(sql, rate, placement, v)))
     return model.fit(("spark", "batch_aggregate"), ["per_tuple", "per_call"], rows)
 
 
@@ -650,7 +682,8 @@ def fit_overlap(rows: list[tuple[float, float, float]]) -> tuple[float, Fitted]:
                          list(zip(t, fitted, strict=True)))
 
 
-def write_profile(path: Path, profile: Profile, fits: dict) -> None:
+def write_profile(path: Path, profile: Profile, fits: dict,
+                  probe: dict[str, list[float]] | None = None) -> None:
     lines = ["# Tandem calibration profile: unit costs of the cost model (Ji Sec. 6.3.2), in",
              "# seconds, measured by `tandem calibrate`. fit_error: RMS of the fit's residuals over the",
              "# mean of the function's measurements (0 where one measurement sets it).", "",
@@ -664,6 +697,10 @@ def write_profile(path: Path, profile: Profile, fits: dict) -> None:
         lines.append(f"overlap_reference = {profile.overlap_reference:.3f}")
     lines += [f"# {key}: fit error {fits['meta', key].error:.3f}" if ("meta", key) in fits
               else f"# {key}: not measured" for key in ("overlap", "overlap_reference")]
+    if probe:
+        lines += ["# The speed probe's seconds at the calibration's start and end "
+                  "(benchmarking/speed.py):", "# `tandem bench` times it again against them."]
+        lines += [f"probe_{e} = [{', '.join(f'{t:.4f}' for t in probe[e])}]" for e in probe]
     lines += ["# duckdb-partitioned: hash partitions that run at once (Spark's cores)",
               f"parallelism = {profile.parallelism}", ""]
     for engine, functions in profile.functions.items():

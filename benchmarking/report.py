@@ -33,6 +33,7 @@ from benchmarking.bench import (  # noqa: E402
     ranked_points,
     summary,
 )
+from benchmarking.speed import sentence as speed_sentence  # noqa: E402
 
 # The exact Spark designs tried for the pure-Spark plan (rowstream.dsps.SPARK_DESIGNS).
 SPARK_DESIGNS = {
@@ -80,12 +81,15 @@ def _role_name(m: Measured) -> str:
 
 
 def write(points: list[Point], out_dir: Path, command: str, calibration: str,
-          minutes: float, spark_design: str, latest: bool = True) -> Path:
+          minutes: float, spark_design: str, latest: bool = True, speed: dict | None = None
+          ) -> Path:
     """The report in ``out_dir``; ``latest``: its figures also become the results directory's
-    bench.json (not when an old run's report is written again)."""
+    bench.json (not when an old run's report is written again); ``speed``: the speed probe's
+    ``benchmarking.speed.record``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     queries = [q for q in QUERIES if any(p.query == q for p in points)]
-    data = write_json(points, out_dir / "bench.json", command, calibration, minutes, spark_design)
+    data = write_json(points, out_dir / "bench.json", command, calibration, minutes, spark_design,
+                      speed)
     if latest:
         latest_json = out_dir.parent / "bench.json"
         before = json.loads(latest_json.read_text()) if latest_json.exists() else {}
@@ -106,6 +110,7 @@ def write(points: list[Point], out_dir: Path, command: str, calibration: str,
              "choice; `< x`: the plan could not even warm up at the rate (an upper bound); "
              "`(x at r)`: not measured again, infeasible at the lower rate r already; `failed`: "
              "the run stopped with the error the failures section quotes.", "",
+             *([speed_sentence(speed), ""] if speed else []),
              "## Headline", "",
              "| query | max rate: optimiser | pure-Spark | pure-DuckDB | without feasibility "
              "| with Ji's C_b check | optimiser / pure-Spark | optimiser / pure-DuckDB |",
@@ -203,10 +208,11 @@ def write(points: list[Point], out_dir: Path, command: str, calibration: str,
 
 
 def write_json(points: list[Point], path: Path, command: str, calibration: str, minutes: float,
-               spark_design: str) -> dict:
+               spark_design: str, speed: dict | None = None) -> dict:
     """The figures for scripts (``bench.summary``) and how they were measured."""
     data = summary(points) | {"command": command, "minutes": round(minutes, 1),
-                              "profile": calibration, "spark_design": spark_design}
+                              "profile": calibration, "spark_design": spark_design,
+                              "speed": speed}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1) + "\n")
     return data

@@ -620,13 +620,15 @@ def bench_command(
     """Capacity against arrival rate of the optimiser's plan, pure-Spark, pure-DuckDB and others."""
     from benchmarking import bench
     from benchmarking import report as bench_report
+    from benchmarking import speed as machine
     from runtime import settings
 
     if report_of:
         data = json.loads(report_of.read_text())
         report = bench_report.write(bench.points_from(data), report_of.parent, data["command"],
                                     str(report_of.parent / "profile.toml"), data["minutes"],
-                                    data.get("spark_design", "built-in"), latest=False)
+                                    data.get("spark_design", "built-in"), latest=False,
+                                    speed=data.get("speed"))
         console.print(f"Report: {_short(report)}", highlight=False)
         return
     if quick:
@@ -648,14 +650,20 @@ def bench_command(
 
     def keep(points) -> None:  # a sweep cut short keeps its points: --report-of reads them
         bench_report.write_json(points, partial, command, calibration,
-                                (time.perf_counter() - started) / 60, spark_design)
+                                (time.perf_counter() - started) / 60, spark_design, speed)
 
     with steps("benchmarking") as step, user_errors(), \
             engine_output_to(settings.spark_log_path(settings.store_path())):
+        step("the speed probe: one second of the plugs aggregated by each engine")
+        speed = machine.now(calibration)
+        if warning := machine.warning(speed, calibration):
+            console.print(warning, highlight=False)
         points = bench.sweep(**chosen, profile=profile, spark_design=spark_design,
                              on_progress=step, on_point=keep, lateness=lateness)
+        step("the speed probe again")
+        speed = machine.now(calibration, speed)
     report = bench_report.write(points, out_dir, command, calibration,
-                                (time.perf_counter() - started) / 60, spark_design)
+                                (time.perf_counter() - started) / 60, spark_design, speed=speed)
     partial.unlink(missing_ok=True)
     console.print(report.read_text().split("\n## Q")[0])
     console.print(f"Report: {_short(report)}; figures for scripts: {_short(out / 'bench.json')}",

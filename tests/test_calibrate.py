@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from benchmarking.calibrate import (
-    AFTER_MIG,
     BATCH_AGGREGATE_POINTS,
     Fitted,
     _aggregate,
@@ -51,22 +50,37 @@ def test_fit_recovers_the_coefficients_that_made_the_measurements():
 
 
 def test_the_batch_aggregation_after_the_mig_is_told_apart_from_its_batches():
-    # The three plans calibrate measures give back both coefficients: the rows DuckDB hands
-    # Spark vary apart from the batches.
+    # The plans calibrate measures give back both coefficients: the rows DuckDB hands Spark
+    # vary apart from the batches.
     model = _Model()
     truth = dict(model.values)
     truth[("spark", "batch_aggregate", "per_tuple")] = 3e-7
     truth[("spark", "batch_aggregate", "per_call")] = 0.04
-    queries = [(_aggregate("AVG", size, "WHERE property = 1"), rate)
-               for size, rate in BATCH_AGGREGATE_POINTS]
-    rows = [(model.utilization(sql, rate, AFTER_MIG, truth),
-             lambda v, sql=sql, rate=rate: model.utilization(sql, rate, AFTER_MIG, v))
-            for sql, rate in queries]
+    rows = [(model.utilization(sql, rate, placement, truth),
+             lambda v, sql=sql, rate=rate, placement=placement:
+             model.utilization(sql, rate, placement, v))
+            for sql, placement, _, rate in BATCH_AGGREGATE_POINTS]
     for name in ("per_tuple", "per_call"):
         model.values[("spark", "batch_aggregate", name)] = 0.0
     fitted = model.fit(("spark", "batch_aggregate"), ["per_tuple", "per_call"], rows)
     for key, value in fitted.coefficients.items():
         assert value == pytest.approx(truth[key], rel=1e-6)
+
+
+def test_one_batch_aggregation_point_hands_few_rows_a_batch():
+    # Its fixed cost is measured where it is most of the batch's work: Q5's outer aggregate
+    # over the plugs' sums, whose batch cost the per-row points left loose.
+    model = _Model()
+    batch = ("spark", "batch_aggregate")
+    base = {**model.values, (*batch, "per_tuple"): 0.0, (*batch, "per_call"): 0.0}
+    shares = []
+    for sql, placement, _, rate in BATCH_AGGREGATE_POINTS:
+        def work(name, value, sql=sql, placement=placement, rate=rate):
+            return (model.utilization(sql, rate, placement, {**base, (*batch, name): value})
+                    - model.utilization(sql, rate, placement, base))
+        # 10 ms a batch against 3 us a row, about what Spark costs here (after_mig.json)
+        shares.append(work("per_call", 1e-2) / work("per_tuple", 3e-6))
+    assert max(shares) > 1 > min(shares)
 
 
 @pytest.mark.parametrize("engine", ["spark", "duckdb"])
