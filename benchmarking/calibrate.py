@@ -51,6 +51,7 @@ import numpy as np
 from benchmarking import speed
 from benchmarking.bench import predicted_capacity
 from benchmarking.measure import capacity, event_seconds
+from benchmarking.speed import elapsed
 from columnar.fragment_sql import fragments
 from columnar.store import ColumnarStore
 from optimizer import load_catalog, load_profile, optimize
@@ -202,22 +203,22 @@ def _gateway(spark, rate: float, seconds: int, file_format: str = "parquet") -> 
         # Each job is one stage that ends in toArrow, as the MIG's is. "scan" keeps no row;
         # "read" moves every row to the MIG and judges it, as the native gateway does; the
         # others differ from "scan" only in what they move.
-        row["read"] = _time(lambda: admit_batch(
+        row["read"] = elapsed(lambda: admit_batch(
             pl.from_arrow(batch.select(*judged_columns(plugs)).toArrow()), plugs,
             high_water=None, lateness=0.0, slide=1.0))
         files = tuple(batch_files(checkpoint, batch_id))  # as the gateway finds them
 
-        row["reference"] = _time(lambda: _by_reference(store, plugs, files, False, batch_id))
-        row["stored"] = _time(lambda: _by_reference(store, plugs, files, True, batch_id))
+        row["reference"] = elapsed(lambda: _by_reference(store, plugs, files, False, batch_id))
+        row["stored"] = elapsed(lambda: _by_reference(store, plugs, files, True, batch_id))
         if file_format == "parquet":
             none = "plug_id < 0"
-            row["scan"] = _time(lambda: batch.where(none).toArrow())
-            row["select"] = _time(lambda: batch.where(f"{none} AND value > -1").toArrow())
-            row["project"] = _time(lambda: batch.selectExpr(
+            row["scan"] = elapsed(lambda: batch.where(none).toArrow())
+            row["select"] = elapsed(lambda: batch.where(f"{none} AND value > -1").toArrow())
+            row["project"] = elapsed(lambda: batch.selectExpr(
                 "house_id * 1000000 + household_id * 1000 + plug_id AS k", "value * 0.9 AS v")
                 .where("k < 0").toArrow())
             moved = {}
-            row["transfer"] = _time(lambda: moved.update(n=store.append(
+            row["transfer"] = elapsed(lambda: moved.update(n=store.append(
                 "calibrate", "rows", batch.where("property = 1").select(*plugs.names).toArrow(),
                 batch_id)))
             row["moved"] = moved["n"]
@@ -277,10 +278,10 @@ def _referenced(rate: float, file_format: str, *, stored: bool, repeats: int = 3
             _by_reference(store, plugs, files, True, 0)  # creates the table; warms the reader
             rows = []
             for batch_id in range(1, repeats + 1):
-                row = {"tuples": rate, "reference": _time(lambda bid=batch_id: _by_reference(
+                row = {"tuples": rate, "reference": elapsed(lambda bid=batch_id: _by_reference(
                     store, plugs, files, False, bid)) / len(files)}
                 if stored:
-                    row["stored"] = _time(lambda bid=batch_id: _by_reference(
+                    row["stored"] = elapsed(lambda bid=batch_id: _by_reference(
                         store, plugs, files, True, bid)) / len(files)
                 rows.append(row)
     return rows
@@ -294,7 +295,7 @@ def calibrate(out: str | Path = settings.CALIBRATED_PROFILE, *,
     say = on_step or (lambda _: None)
     model = _Model()
     fits: dict[tuple[str, str], Fitted] = {}
-    say("the speed probe: one second of the plugs aggregated by each engine")
+    say(speed.STEP)
     before = speed.probe()
     spark = spark_session(log=settings.spark_log_path(out), master=settings.spark_master())
 
@@ -410,7 +411,7 @@ def _transfer_out(spark, model: _Model) -> Fitted:
         def hand_over():
             frame = spark.createDataFrame(table)
             return frame.count() if job else frame
-        return min(_time(hand_over) for _ in range(3))
+        return min(elapsed(hand_over) for _ in range(3))
 
     small = [(n, took(n, job=False)) for n in MOVE_OUT_FIXED]
     large = [(n, took(n, job=True)) for n in MOVE_OUT_ROWS]
@@ -457,12 +458,6 @@ def _set(model: _Model, engine: str, function: str, error: float, count: int,
     return Fitted(values, error, count)
 
 
-def _time(job) -> float:
-    t = time.perf_counter()
-    job()
-    return time.perf_counter() - t
-
-
 def _duckdb(model: _Model) -> dict[tuple[str, str], Fitted]:
     """Fragment SQL of pure-DuckDB micro-queries, one evaluation per window_end, over windows
     of 60 s and of 300 s (Q1-Q6's) at growing rates (cardinality = rate x window: 1.2 M to 60 M
@@ -498,7 +493,7 @@ def _duckdb(model: _Model) -> dict[tuple[str, str], Fitted]:
             # stacks, each extends them by a pane (the first, untimed, builds them).
             ends = [EPOCH + timedelta(seconds=DEBS_START + window - k) for k in range(3, -1, -1)]
             store.evaluate(schema, fragment.sql, ends[:1], fragment.stacks)
-            return min(_time(lambda e=e: store.evaluate(schema, fragment.sql, [e],
+            return min(elapsed(lambda e=e: store.evaluate(schema, fragment.sql, [e],
                                                         fragment.stacks)) for e in ends[1:])
 
         # The fixed cost of an evaluation first, from a window of a few rows.
@@ -521,7 +516,7 @@ def _pane_upkeep(model: _Model, store: ColumnarStore, rates) -> None:
     ``cost.CostModel.db_cost``). Q1's shape keeps its MAX's partials beside the lists: the
     lists' share is what the partials' line leaves."""
     def append(schema: str, table, rows, batch: int, panes=()) -> float:
-        return min(_time(lambda: store.append_input(schema, table, rows, batch, panes))
+        return min(elapsed(lambda: store.append_input(schema, table, rows, batch, panes))
                    for _ in range(3))
 
     measured: list[tuple[list[float], list[float]]] = []
@@ -551,7 +546,7 @@ def _insert_cost() -> float:
     with ColumnarStore(":memory:") as store:
         store.create("calibrate")
         store.append("calibrate", "sink", table, 0)  # creates the table
-        took = min(_time(lambda: store.append("calibrate", "sink", table, 1)) for _ in range(3))
+        took = min(elapsed(lambda: store.append("calibrate", "sink", table, 1)) for _ in range(3))
     return took / table.num_rows
 
 

@@ -49,13 +49,19 @@ _AGGREGATE = ("SELECT house_id, household_id, plug_id, avg(value) AS v FROM {} "
               "WHERE property = 1 GROUP BY house_id, household_id, plug_id")
 
 
+STEP = "the speed probe: one second of the plugs aggregated by each engine"  # progress text
+
+
+def elapsed(job: Callable[[], object]) -> float:
+    """Wall seconds of one run of ``job``."""
+    started = time.perf_counter()
+    job()
+    return time.perf_counter() - started
+
+
 def _settled(job, warm: int, runs: int) -> float:
     """The median seconds of ``runs`` runs of ``job`` after ``warm`` runs."""
-    times = []
-    for _ in range(warm + runs):
-        started = time.perf_counter()
-        job()
-        times.append(time.perf_counter() - started)
+    times = [elapsed(job) for _ in range(warm + runs)]
     return statistics.median(times[warm:])
 
 
@@ -157,11 +163,10 @@ def sentence(speed: dict) -> str:
         return "".join(said) + "; the profile records no probe, so how its machine's speed "\
             "compares is not known."
     said.append(f"; while the profile was calibrated {seconds(then)}")
-    now = [p for p in (speed["before"], speed.get("after")) if p]
-    moved = {e: [r[e] for r in (ratios(p, then) for p in now)] for e in ENGINES}
+    moved = [ratios(p, then) for p in (speed["before"], speed.get("after")) if p]
     said.append(". Against the calibration: " + ", ".join(
-        f"{e} {'–'.join(f'{r:.2f}×' for r in rs)}" for e, rs in moved.items()))
-    off = sorted({e for p in now for e in drifted(ratios(p, then))})
+        f"{e} {'–'.join(f'{r[e]:.2f}×' for r in moved)}" for e in ENGINES))
+    off = sorted({e for r in moved for e in drifted(r)})
     said.append(f" (beyond {SLOWER}× either way for {' and '.join(off)}: the predictions of its "
                 "work are off by about as much)." if off else f", within {SLOWER}× either way.")
     return "".join(said)

@@ -654,7 +654,7 @@ def bench_command(
 
     with steps("benchmarking") as step, user_errors(), \
             engine_output_to(settings.spark_log_path(settings.store_path())):
-        step("the speed probe: one second of the plugs aggregated by each engine")
+        step(machine.STEP)
         speed = machine.now(calibration)
         if warning := machine.warning(speed, calibration):
             console.print(warning, highlight=False)
