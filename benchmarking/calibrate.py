@@ -66,20 +66,21 @@ from workload.smart_plugs import DEBS_START, SmartPlugs
 
 Key = tuple[str, str, str]  # (engine, function, coefficient)
 KEYS = "house_id, household_id, plug_id, window_end"
+HOUSEHOLDS = "house_id, household_id, window_end"  # 400 groups beside the plugs' 2,125
 
 
-def _aggregate(func: str, size: int, where: str = "", alias: str = "v") -> str:
-    return (f"SELECT house_id, household_id, plug_id, window_end, {func}(value) AS {alias} "
+def _aggregate(func: str, size: int, where: str = "", alias: str = "v", keys: str = KEYS) -> str:
+    return (f"SELECT {keys}, {func}(value) AS {alias} "
             f"FROM HOP(plugs, ts, INTERVAL '1' SECOND, INTERVAL '{size}' SECOND) {where} "
-            f"GROUP BY {KEYS}")
+            f"GROUP BY {keys}")
 
 
-def _join_aggregates(size: int) -> str:
+def _join_aggregates(size: int, keys: str = KEYS) -> str:
     """Q3's shape: two windowed aggregates joined at equal window_end."""
-    return (f"WITH a AS ({_aggregate('AVG', size)}), "
-            f"b AS ({_aggregate('AVG', size // 2, alias='w')}) "
-            f"SELECT a.house_id, a.household_id, a.plug_id, a.window_end, a.v - b.w AS d "
-            f"FROM a JOIN b USING ({KEYS})")
+    columns = ", ".join(f"a.{k}" for k in keys.split(", "))
+    return (f"WITH a AS ({_aggregate('AVG', size, keys=keys)}), "
+            f"b AS ({_aggregate('AVG', size // 2, alias='w', keys=keys)}) "
+            f"SELECT {columns}, a.v - b.w AS d FROM a JOIN b USING ({keys})")
 
 
 def _join_rows(size: int) -> str:
@@ -372,7 +373,10 @@ def calibrate(out: str | Path = settings.CALIBRATED_PROFILE, *,
     fits["spark", "partial"] = _split(model)
     say("Spark after the MIG: windowed AVGs over DuckDB's rows of each window_end, at three "
         "sizes, and a MAX over DuckDB's windowed sums")
-    fits["spark", "batch_aggregate"] = _batch_aggregate(model)
+    fits["spark", "batch_aggregate"] = _batch(model, "batch_aggregate", BATCH_AGGREGATE_POINTS)
+    say("Spark after the MIG: a join of two windowed AVGs over DuckDB's rows, by plug and by "
+        "household")
+    fits["spark", "batch_join"] = _batch(model, "batch_join", BATCH_JOIN_POINTS)
     say("the speed probe again")
     after = speed.probe()
     say(f"writing {out}")
@@ -465,7 +469,10 @@ def _duckdb(model: _Model) -> dict[tuple[str, str], Fitted]:
     partials, whose number grows with the window, not the rate; MEDIAN reads the window's rows;
     Q1's shape reads lists of rows per pane. Selections and projections run inside the
     partials' upkeep; over tagged rows they and aggregates keep the shipped defaults (their
-    windows are a few thousand rows: too little to measure)."""
+    windows are a few thousand rows: too little to measure). Each query is timed over one
+    window_end and over FILES_PER_BATCH at once, as a batch by reference evaluates them: what
+    each further window_end adds, as a share of the first one's work, is the query's
+    ``further_end`` (``cost.CostModel.evaluation``)."""
     size, rates = 60, (20_000, 100_000, 200_000)
     stages = [
         ("panes", ["per_window_tuple"], [(_aggregate("AVG", s), s) for s in (size, 300)]
@@ -478,7 +485,7 @@ def _duckdb(model: _Model) -> dict[tuple[str, str], Fitted]:
     with scratch("tandem-calibrate-") as tmp, ColumnarStore(Path(tmp) / "d.duckdb") as store:
         loaded: set[tuple[str, str]] = set()  # (schema, table): every query reads the window
 
-        def evaluation(sql: str, rate: float, window: int) -> float:
+        def evaluation(sql: str, rate: float, window: int) -> tuple[float, float]:
             fragment = fragments(model.optimization(sql, rate, "duckdb", {}).plan)[0]
             schema = f"rate_{rate}_{window}"  # one per rate and window, loaded once
             for table in fragment.sources:
@@ -490,20 +497,36 @@ def _duckdb(model: _Model) -> dict[tuple[str, str], Fitted]:
             for pane in fragment.panes:  # the queries' aggregates differ: panes of their own
                 store.rebuild_panes(schema, pane)
             # Window_ends one slide apart, as a run evaluates them: where the aggregate keeps
-            # stacks, each extends them by a pane (the first, untimed, builds them).
-            ends = [EPOCH + timedelta(seconds=DEBS_START + window - k) for k in range(3, -1, -1)]
+            # stacks, each extends them by a pane (the first, untimed, builds them). Then the
+            # last FILES_PER_BATCH of them at once, three times, as a batch by reference.
+            ends = [EPOCH + timedelta(seconds=DEBS_START + window - k)
+                    for k in range(FILES_PER_BATCH - 1, -1, -1)]
             store.evaluate(schema, fragment.sql, ends[:1], fragment.stacks)
-            return min(elapsed(lambda e=e: store.evaluate(schema, fragment.sql, [e],
-                                                        fragment.stacks)) for e in ends[1:])
+
+            def least(ends_) -> float:
+                return min(elapsed(lambda e=e: store.evaluate(schema, fragment.sql, e,
+                                                            fragment.stacks)) for e in ends_)
+            return least([e] for e in ends[1:]), least([ends] * 3)
 
         # The fixed cost of an evaluation first, from a window of a few rows.
-        per_call = evaluation(_aggregate("AVG", size), 100, size)
+        per_call = evaluation(_aggregate("AVG", size), 100, size)[0]
         fits["duckdb", "query"] = _set(model, "duckdb", "query", 0.0, 1, per_call=per_call)
         _pane_upkeep(model, store, rates)  # per tuple and call; the stages below the rest
+        first, further = [], []  # seconds of one window_end's work, and of the others'
         for function, names, queries in stages:
-            rows = [(evaluation(q, r, w), lambda v, q=q, r=r: model.db_evaluation(q, r, v))
-                    for q, w in queries for r in rates]
+            rows = []
+            for q, w in queries:
+                for r in rates:
+                    one, batch = evaluation(q, r, w)
+                    rows.append((one, lambda v, q=q, r=r: model.db_evaluation(q, r, v)))
+                    first.append((FILES_PER_BATCH - 1) * max(one - per_call, 0.0))
+                    further.append(batch - one)
             fits["duckdb", function] = model.fit(("duckdb", function), names, rows)
+        # further = first * share, through the origin
+        x, y = np.array(first), np.array(further)
+        share = max(float(x @ y / (x @ x)), 0.0)
+        fits["duckdb", "query"] = _set(model, "duckdb", "query", fit_error(share * x, y), len(x),
+                                       per_call=per_call, further_end=share)
     # Inserting result rows into the results table: per tuple, from the transfer's insert.
     fits["duckdb", "sink"] = _set(model, "duckdb", "sink", 0.0, 0, per_tuple=_insert_cost())
     return fits
@@ -626,18 +649,25 @@ BATCH_AGGREGATE_POINTS = (
     (_over_aggregate(60), OVER_AGGREGATE, 60, 20_000))
 
 
-def _batch_aggregate(model: _Model) -> Fitted:
-    """Spark's batch aggregation after the MIG (per row DuckDB hands it and per batch), from
-    the capacity of windowed aggregates whose aggregate runs in Spark over DataFrames of each
-    window_end's rows, once DuckDB's functions and the moves out and into the results are
-    fitted. The windows' sizes and rates, and an aggregate over an aggregate, vary the rows
-    handed apart from the batches."""
+# Q3's shape with its join (and the projection above it) in Spark after the MIG, by plug and by
+# household: 4,250 and 800 rows handed a second, so the job's fixed cost and the rows' part
+# come apart.
+JOIN_AFTER_MIG = "aggregate_1=duckdb,aggregate_2=duckdb,join_1=spark,project_1=spark"
+BATCH_JOIN_POINTS = ((_join_aggregates(60), JOIN_AFTER_MIG, 60, 20_000),
+                     (_join_aggregates(60, HOUSEHOLDS), JOIN_AFTER_MIG, 60, 20_000))
+
+
+def _batch(model: _Model, function: str, points) -> Fitted:
+    """Spark's batch ``function`` after the MIG (per row DuckDB hands it and per batch), from
+    the capacity of plans that run it in Spark over DataFrames of each window_end's rows, once
+    DuckDB's functions and the moves out and into the results are fitted. ``points``' windows,
+    rates and groups vary the rows handed apart from the batches."""
     rows = []
-    for sql, placement, size, rate in BATCH_AGGREGATE_POINTS:
+    for sql, placement, size, rate in points:
         measured, _ = _measured_load(model, sql, rate, size, placement)
         rows.append((measured, lambda v, sql=sql, rate=rate, placement=placement:
                      model.utilization(sql, rate, placement, v)))
-    return model.fit(("spark", "batch_aggregate"), ["per_tuple", "per_call"], rows)
+    return model.fit(("spark", function), ["per_tuple", "per_call"], rows)
 
 
 # The MIG's pipeline, measured on MEDIANs of a window's rows, where the job and DuckDB's

@@ -36,7 +36,7 @@ from optimizer.logical import (
 )
 from optimizer.ordered_lists import values_read
 from optimizer.profile import Profile
-from optimizer.statistics import Statistics
+from optimizer.statistics import Estimate, Statistics
 
 SPARK, DUCKDB = "spark", "duckdb"
 PARTITIONED = "duckdb-partitioned"  # DuckDB in Spark's executors, one per hash partition
@@ -51,7 +51,8 @@ SCAN = {"parquet": "scan", "csv": "scan_csv"}
 # The most landed files a micro-batch read by reference takes (Spark's maxFilesPerTrigger,
 # ``tandem run --files-per-batch``). A run that keeps up finds one new file per batch; one
 # that falls behind takes up to this many, so near its limit, where feasibility is decided,
-# Spark's control of a batch is paid once for this many spans.
+# each cost per batch is paid once for this many spans: Spark's control of the batch, DuckDB's
+# inserts into the pane partials and lists, and one evaluation of the batch's window_ends.
 FILES_PER_BATCH = 4
 
 # Panes per window from which an aggregate by panes keeps two stacks (columnar/stacks.py): below,
@@ -226,7 +227,7 @@ class CostModel:
         self.span = span or profile.micro_batch_seconds  # event time per micro-batch
         self.files_per_batch = files_per_batch  # the most a batch by reference takes
         self._dsps: dict[Node, OperatorCost] = {}
-        self._after_mig: dict[tuple[Node, tuple[Node, ...]], OperatorCost] = {}
+        self._after_mig: dict[tuple[Node, tuple[Node, ...], bool], OperatorCost] = {}
         self._db: dict[tuple[Fragment, Node, bool], OperatorCost] = {}
         self._db_of_members: dict[tuple[frozenset[Node], Node, bool, bool], OperatorCost] = {}
         self._work: dict[Node, float] = {}
@@ -247,6 +248,13 @@ class CostModel:
         # apart prices it as the streaming aggregate (Eq. 6.4), as it did then.
         # (Its presence decides, not its value: a calibration fits it from zero.)
         self.prices_batch_aggregate = "batch_aggregate" in profile.functions.get(SPARK, {})
+        # And the batch join after the MIG, likewise (Eq. 6.4's streaming join before).
+        self.prices_batch_join = "batch_join" in profile.functions.get(SPARK, {})
+        # What each window_end after the first adds to one evaluation of a DB-op's SQL, as a
+        # share of the first's work (``evaluation``). A profile calibrated before it was
+        # measured prices every window_end as a whole evaluation's work, as it did then.
+        self.further_end = profile.functions.get(DUCKDB, {}).get("query", {}).get(
+            "further_end", 1.0)
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -257,8 +265,25 @@ class CostModel:
         per_tuple, per_value = self._memory[engine]
         return per_tuple + per_value * len(node.columns)
 
-    def _per_batch(self, engine: str, function: str) -> float:
-        return self.profile.get(engine, function, "per_call") / self.span
+    def batch_span(self, by_reference: bool = False) -> float:
+        """Event seconds a micro-batch covers near the plan's limit (``FILES_PER_BATCH``)."""
+        return self.span * (self.files_per_batch if by_reference else 1)
+
+    def _per_batch(self, engine: str, function: str, by_reference: bool = False) -> float:
+        return self.profile.get(engine, function, "per_call") / self.batch_span(by_reference)
+
+    def evaluation(self, out: Estimate, work: float, by_reference: bool = False
+                   ) -> tuple[float, float]:
+        """Seconds per second of arrivals that a DB-op's SQL takes, and its evaluations per
+        second. The MIG evaluates the window_ends a batch completes in one query
+        (rowstream/mig.py): the query's fixed cost and the reads of partials, lists and rows
+        that the window_ends share are paid once, and each further window_end adds a share of
+        the first one's ``work`` (bench/results/evaluation-ends.md)."""
+        ends = max(1.0, out.n_slide * self.batch_span(by_reference))
+        calls = out.n_slide / ends
+        once = (self._c(DUCKDB, "query", "per_call")
+                + work * (1 + (ends - 1) * self.further_end))
+        return calls * once, calls
 
     @staticmethod
     def windows_per_tuple(node: Node) -> float:
@@ -318,17 +343,21 @@ class CostModel:
         found = self.stats[node]
         return found.n_slide * found.cardinality
 
-    def after_mig(self, node: Node, crossings: tuple[Node, ...] = ()) -> OperatorCost:
+    def after_mig(self, node: Node, crossings: tuple[Node, ...] = (),
+                  by_reference: bool = False) -> OperatorCost:
         """A Spark operator over DataFrames of DuckDB's rows (``physical.after_mig``): a batch
         job on the MIG's evaluation thread over the instantaneous relations of the window_ends
         a micro-batch completes. It reads every row DuckDB hands it, keeps no state across
         batches (the windows are DuckDB's), and an aggregate there is Spark's batch aggregation
-        (``batch_aggregate``), not the streaming one's update per window instance.
+        (``batch_aggregate``), not the streaming one's update per window instance, a join
+        Spark's batch join of the window_ends' relations (``batch_join``), not the streaming
+        one's probes of windows.
         ``crossings``: its inputs that are Spark's rows before the MIG (``physical.spark_cost``).
         Each moves into DuckDB with its micro-batch, as a DB-op's input does, is kept there as
         its window, and comes back for each window_end, every row of its instantaneous
-        relations, as a DB-op's output does: its moves are this operator's, as a DB-op's are."""
-        key = (node, crossings)
+        relations, as a DB-op's output does: its moves are this operator's, as a DB-op's are.
+        ``by_reference``: the plan's batches are by reference, its job one per batch of theirs."""
+        key = (node, crossings, by_reference)
         found = self._after_mig.get(key)
         if found is not None:
             return found
@@ -337,8 +366,11 @@ class CostModel:
             u = rows * self._c(SPARK, node.kind, "per_tuple")
         elif isinstance(node, Aggregate) and self.prices_batch_aggregate:
             u = (rows * self._c(SPARK, "batch_aggregate", "per_tuple")
-                 + self._per_batch(SPARK, "batch_aggregate"))
-        else:  # a join of window_ends' relations: Eq. 6.4's streaming terms, not calibrated apart
+                 + self._per_batch(SPARK, "batch_aggregate", by_reference))
+        elif isinstance(node, Join) and self.prices_batch_join:
+            u = (rows * self._c(SPARK, "batch_join", "per_tuple")
+                 + self._per_batch(SPARK, "batch_join", by_reference))
+        else:  # a profile calibrated before the batch functions: Eq. 6.4's streaming terms
             u = self.dsps(node).u
         terms = [self._input_term(self.signature(c)) for c in crossings]
         arrive = self._moved_in(sum(lam for lam, _ in terms), len(terms))
@@ -365,7 +397,8 @@ class CostModel:
             found = self._db_of_members[key] = self.db_cost(
                 Fragment(frozenset(self._db_input_signatures(members, split)),
                          sum(self.db_work(m) for m in members),
-                         sum(self.db_arrival(m) for m in members if m not in split),
+                         sum(self.db_arrival(m, by_reference) for m in members
+                             if m not in split),
                          partitioned, by_reference,
                          frozenset().union(*(self.rows_read(m) for m in members
                                              if m not in split))),
@@ -430,29 +463,31 @@ class CostModel:
             moves -= len(crossing)
             stored = (sum(terms[s][0] for s in fragment.kept & terms.keys())
                       * self.profile.get(DUCKDB, "store", "per_tuple"))
-        transfer_in = self._moved_in(moved, moves) + stored
-        evaluation = self._c(DUCKDB, "query", "per_call") + fragment.work
+        transfer_in = self._moved_in(moved, moves, fragment.by_reference) + stored
         out = st[root]
-        transfer_out = 0.0 if to_sink else self._moved_out(root)
+        evaluation, calls = self.evaluation(out, fragment.work, fragment.by_reference)
+        transfer_out = 0.0 if to_sink else self._moved_out(root, calls)
         # The moves in and the partials' upkeep run in the micro-batch's job (the MIG's
         # foreachBatch); the SQL and the move out on its evaluation thread. By reference no
         # job reads the batch: the MIG's thread reads the files, keeps the partials up and
         # evaluates, one after another, while Spark plans the next batch (rowstream/mig.py).
-        evaluated = out.n_slide * evaluation + transfer_out
+        evaluated = evaluation + transfer_out
         memory = sum(state for _, state in terms.values())
         u = transfer_in + fragment.arrival + evaluated
         found = self._db[key] = OperatorCost(u, memory, u if fragment.by_reference else evaluated)
         return found
 
-    def _moved_in(self, tuples: float, moves: int) -> float:
+    def _moved_in(self, tuples: float, moves: int, by_reference: bool = False) -> float:
         """Spark -> DuckDB: ``tuples`` a second in ``moves`` relations, each a call a batch."""
         return (tuples * self._c(DUCKDB, "transfer_in", "per_tuple")
-                + moves * self._per_batch(DUCKDB, "transfer_in"))
+                + moves * self._per_batch(DUCKDB, "transfer_in", by_reference))
 
-    def _moved_out(self, node: Node) -> float:
-        """DuckDB -> Spark: every row of ``node``'s instantaneous relations, a call a slide."""
+    def _moved_out(self, node: Node, calls: float | None = None) -> float:
+        """DuckDB -> Spark: every row of ``node``'s instantaneous relations, a call an
+        evaluation (``calls`` a second; a slide's when None)."""
+        calls = self.stats[node].n_slide if calls is None else calls
         return (self.handed(node) * self._c(DUCKDB, "transfer_out", "per_tuple")
-                + self.stats[node].n_slide * self._c(DUCKDB, "transfer_out", "per_call"))
+                + calls * self._c(DUCKDB, "transfer_out", "per_call"))
 
     def _partitioned_cost(self, fragment: Fragment, root: Node) -> OperatorCost:
         """A DB-op on duckdb-partitioned (``rowstream/partitioned.py``): Spark exchanges its
@@ -466,7 +501,7 @@ class CostModel:
         arriving = sum(lam for lam, _ in terms)
         out = st[root]
         per_partition = (arriving * self._c(DUCKDB, "transfer_in", "per_tuple") + fragment.arrival
-                         + out.n_slide * (self._c(DUCKDB, "query", "per_call") + fragment.work))
+                         + self.evaluation(out, fragment.work)[0])
         u = (arriving * self._c(PARTITIONED, "exchange", "per_tuple")
              + self._per_batch(PARTITIONED, "exchange")
              + per_partition / P
@@ -497,9 +532,10 @@ class CostModel:
         return found
 
     def _db_work_of(self, node: Node) -> float:
-        """Seconds one evaluation of the DB-op spends on ``node``: linear in the cardinalities of
-        what it reads for a window_end (DuckDB recomputes the fragment for each window_end):
-        its instantaneous input windows, or their pane partials and lists (module docstring)."""
+        """Seconds the DB-op's evaluation of one window_end spends on ``node``: linear in the
+        cardinalities of what it reads for it (DuckDB recomputes the fragment for each
+        window_end; ``evaluation`` prices several at once): its instantaneous input windows, or
+        their pane partials and lists (module docstring)."""
         st = self.stats
         if isinstance(node, (Select, Project, Aggregate)) and self._over_listed(node.input):
             # Folded into the lambdas over the lists (priced with the join): an aggregate
@@ -549,7 +585,7 @@ class CostModel:
     def _is_window(self, signature_: str) -> bool:
         return isinstance(self._by_signature.get(signature_), Window)
 
-    def db_arrival(self, node: Node) -> float:
+    def db_arrival(self, node: Node, by_reference: bool = False) -> float:
         """Seconds per second of arrivals the store spends keeping ``node``'s pane partials or
         lists up to date: per tuple, and per micro-batch an insert into their table (0 for an
         operator that has none). A profile calibrated before lists had costs of their own
@@ -562,7 +598,8 @@ class CostModel:
             return 0.0
         per_tuple = (self.profile.get(DUCKDB, kept, "per_tuple")
                      or self._c(DUCKDB, "panes", "per_tuple"))
-        return self.stats[rows].lambda_out * per_tuple + self._per_batch(DUCKDB, kept)
+        return (self.stats[rows].lambda_out * per_tuple
+                + self._per_batch(DUCKDB, kept, by_reference))
 
     def _listed(self, node: Join) -> tuple[Node, Node] | None:
         """(rows, other) when the join pairs a windowed stream's rows with a relation of the
@@ -611,12 +648,13 @@ class CostModel:
             # DuckDB's read is on the MIG's thread, Spark's control of the next batch beside it.
             read = sum(s.rate * self._c(DUCKDB, SCAN[s.file_format], "per_tuple")
                        + self._per_batch(DUCKDB, SCAN[s.file_format]) for s in found)
-            return OperatorCost(read + self._per_batch(SPARK, "control") / self.files_per_batch,
+            return OperatorCost(read + self._per_batch(SPARK, "control", by_reference),
                                 0.0, read)
         u = sum(s.rate * self._c(SPARK, SOURCE[s.file_format], "per_tuple") for s in found)
         return OperatorCost(u + self._per_batch(SPARK, "source"), 0.0)
 
-    def sink(self, root: Node, engine: str, after_mig: bool = False) -> OperatorCost:
+    def sink(self, root: Node, engine: str, after_mig: bool = False,
+             by_reference: bool = False) -> OperatorCost:
         """R2S into the DuckDB results table: a MIG transfer when the root runs in Spark. The
         insert is the evaluation thread's commit; the transfer is in the job unless the root
         runs after a DB-op (``after_mig``), on the evaluation thread."""
@@ -624,5 +662,6 @@ class CostModel:
         insert = lam * self._c(DUCKDB, "sink", "per_tuple")
         if engine in DB_ENGINES:  # duckdb-partitioned's rows reach the driver in the DB-op
             return OperatorCost(insert, 0.0, insert)
-        move = lam * self._c(SPARK, "sink", "per_tuple") + self._per_batch(SPARK, "sink")
+        move = (lam * self._c(SPARK, "sink", "per_tuple")
+                + self._per_batch(SPARK, "sink", by_reference))
         return OperatorCost(insert + move, 0.0, insert + (move if after_mig else 0.0))

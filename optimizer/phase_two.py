@@ -164,7 +164,8 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
         a batch job over DuckDB's rows, and the moves of Spark's rows it also reads), its
         streaming cost elsewhere. Where the first is no less, the dearer subtree cannot win."""
         return partitions or (consumer is not None and SPARK in allowed[position[consumer]]
-                              and model.after_mig(consumer).u < model.dsps(consumer).u)
+                              and model.after_mig(consumer, (), by_reference).u
+                              < model.dsps(consumer).u)
 
     def best_closed(candidates: list[Partial], kinds: bool) -> list[Partial]:
         """The DSPS-side survivors: one plan (one of each kind, with ``kinds``: ``by_kind``),
@@ -196,7 +197,8 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
                 if any(map(_fed_by_db, combo)):  # after the MIG, as physical.spark_cost
                     spark = dict(zip(children, combo, strict=True))
                     closed = ZERO.add(model.after_mig(op, tuple(
-                        c for c in op.inputs if c not in spark or not _fed_by_db(spark[c]))))
+                        c for c in op.inputs if c not in spark or not _fed_by_db(spark[c])),
+                        by_reference))
                 else:
                     closed = ZERO.add(model.dsps(op))
                 for p in combo:
@@ -222,7 +224,8 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
                 model.signature(c) for c in op.inputs if not is_r2r(c))
             for combo in itertools.product(*child_plans):
                 closed, inputs = ZERO, external
-                work, arrival, kept = model.db_work(op), model.db_arrival(op), model.rows_read(op)
+                work, kept = model.db_work(op), model.rows_read(op)
+                arrival = model.db_arrival(op, by_reference)
                 for child, p in zip(children, combo, strict=True):
                     if (not _feeds_partitions(child, p) if engine == PARTITIONED
                             else ENGINES[p.engines[-1]] == PARTITIONED and not child.instantiated):
@@ -264,7 +267,7 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
 
     def complete(p: Partial) -> PlanCost:
         engine = SPARK if p.open is None else ENGINES[p.engines[-1]]
-        sink = model.sink(plan.root, engine, after_mig=p.open is None and _fed_by_db(p))
+        sink = model.sink(plan.root, engine, p.open is None and _fed_by_db(p), by_reference)
         return close(p, to_sink=True).add(sink).add(source)
 
     best = min(finals, key=lambda p: (objective.rank(complete(p)), p.engines))

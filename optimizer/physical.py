@@ -104,14 +104,14 @@ def after_mig(plan: LogicalPlan, placement: dict[str, str]) -> set[Node]:
 
 
 def spark_cost(plan: LogicalPlan, placement: dict[str, str], after: set[Node], op: Node,
-               model: CostModel) -> OperatorCost:
+               model: CostModel, referenced: bool = False) -> OperatorCost:
     """A Spark operator's cost: Eq. 6.4's streaming one, or, after the MIG (``after``), its
     batch job's with the moves of its inputs that are Spark's rows before the MIG: they cross
     into DuckDB and come back for each window_end."""
     if op not in after:
         return model.dsps(op)
     return model.after_mig(op, tuple(c for c in op.inputs if c not in after and not (
-        is_r2r(c) and placement[plan.ids[c]] in DB_ENGINES)))
+        is_r2r(c) and placement[plan.ids[c]] in DB_ENGINES)), referenced)
 
 
 def plan_cost(plan: LogicalPlan, placement: dict[str, str], model: CostModel,
@@ -125,14 +125,15 @@ def plan_cost(plan: LogicalPlan, placement: dict[str, str], model: CostModel,
     after = after_mig(plan, placement)
     for op in plan.operators:
         if placement[plan.ids[op]] == SPARK:
-            cost = cost.add(spark_cost(plan, placement, after, op, model))
+            cost = cost.add(spark_cost(plan, placement, after, op, model, referenced))
         elif placement[plan.ids[op]] == SPLIT:
             cost = cost.add(model.partial(op))
     for root, fragment in db_fragments(plan, placement).items():
         cost = cost.add(model.db(fragment, root, to_sink=root is plan.root,
                                  partitioned=placement[plan.ids[root]] == PARTITIONED,
                                  by_reference=referenced, split=split(plan, placement, fragment)))
-    return cost.add(model.sink(plan.root, root_engine(plan, placement), plan.root in after))
+    return cost.add(model.sink(plan.root, root_engine(plan, placement), plan.root in after,
+                               referenced))
 
 
 def evaluate(plan: LogicalPlan, placement: dict[str, str], model: CostModel) -> PhysicalPlan:
@@ -158,7 +159,7 @@ def evaluate(plan: LogicalPlan, placement: dict[str, str], model: CostModel) -> 
         lambda_in = sum(st[i].lambda_out for i in op.inputs)
         inputs = tuple(physical_input(i) for i in op.inputs)
         if placement[op_id] == SPARK:
-            c = spark_cost(plan, placement, after, op, model)
+            c = spark_cost(plan, placement, after, op, model, referenced)
             ops.append(PhysicalOperator(op_id, op.kind, SPARK, (op_id,), inputs, lambda_in,
                                         st[op].lambda_out, c.u, c.memory))
         elif placement[op_id] == SPLIT:
@@ -178,7 +179,7 @@ def evaluate(plan: LogicalPlan, placement: dict[str, str], model: CostModel) -> 
                       for i in inputs), sum(model.partials_rate(i) if i in splits
                                             else st[i].lambda_out for i in inputs),
                 st[op].lambda_out, c.u, c.memory))
-    sink = model.sink(plan.root, root_engine(plan, placement), plan.root in after)
+    sink = model.sink(plan.root, root_engine(plan, placement), plan.root in after, referenced)
     ops.append(PhysicalOperator("sink", "sink", DUCKDB, (), (physical_input(plan.root),),
                                 st[plan.root].lambda_out, st[plan.root].lambda_out, sink.u, 0.0))
     return PhysicalPlan(plan, dict(placement), tuple(ops),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
 
 import duckdb
 import polars as pl
@@ -57,26 +58,36 @@ def test_explain_json_has_the_contract_keys():
     assert plan["feasible"] is (plan["bottleneck_cost"] <= 1)
 
 
-def test_explain_prices_spark_control_per_batch_of_files():
-    """By reference, Spark's control of a micro-batch is shared by the files the batch takes:
-    the source's cost falls by the profile's control cost times 1 - 1/4 from one file a batch
-    to four, and nothing else of the plan changes."""
-    def plan(*args):
+def test_explain_shares_the_costs_per_batch_among_its_files(tmp_path):
+    """By reference, each cost of a micro-batch is shared by the files the batch takes: from one
+    file a batch to four, the source's cost falls by Spark's control cost times 1 - 1/4, and
+    Q5's DB-op's by its query's and its pane inserts' fixed costs times 1 - 1/4 (where each
+    window_end of an evaluation costs the first one's work, ``further_end`` = 1), and nothing
+    else of the plan changes."""
+    path = settings.profile_path(None)
+    text = re.sub(r"(?m)^further_end = .*\n", "", path.read_text())
+    every_end = tmp_path / "every-end.toml"
+    every_end.write_text(text.replace("[duckdb.query]", "[duckdb.query]\nfurther_end = 1.0", 1))
+
+    def plan(profile, *args):
         result = runner.invoke(app, ["explain", "q5", "--rate", "1000000", "--placement",
-                                     "duckdb", "--json", *args])
+                                     "duckdb", "--json", "--profile", str(profile), *args])
         assert result.exit_code == 0, result.output
         return json.loads(result.output)
 
-    one, four = plan("--files-per-batch", "1"), plan()
+    one, four = plan(every_end, "--files-per-batch", "1"), plan(every_end)
     assert (one["crossing"], one["files_per_batch"], four["files_per_batch"]) == \
         ("reference", 1, 4)
-    source = {p["files_per_batch"]: next(op for op in p["operators"] if op["kind"] == "source")
-              for p in (one, four)}
-    profile = load_profile(settings.profile_path(None))
-    control = profile.get("spark", "control", "per_call") / profile.micro_batch_seconds
-    assert source[1]["u"] - source[4]["u"] == pytest.approx(control * 3 / 4)
-    assert [op for op in one["operators"] if op["kind"] != "source"] == \
-        [op for op in four["operators"] if op["kind"] != "source"]
+    by_kind = {p["files_per_batch"]: {op["kind"]: op for op in p["operators"]}
+               for p in (one, four)}
+    profile = load_profile(every_end)
+    fixed = {(e, f): profile.get(e, f, "per_call") / profile.micro_batch_seconds
+             for e, f in (("spark", "control"), ("duckdb", "query"), ("duckdb", "panes"))}
+    assert by_kind[1]["source"]["u"] - by_kind[4]["source"]["u"] == \
+        pytest.approx(fixed["spark", "control"] * 3 / 4)
+    assert by_kind[1]["db-op"]["u"] - by_kind[4]["db-op"]["u"] == \
+        pytest.approx((fixed["duckdb", "query"] + fixed["duckdb", "panes"]) * 3 / 4)
+    assert by_kind[1]["sink"] == by_kind[4]["sink"]
 
 
 def test_generate_writes_a_landing_directory(tmp_path):

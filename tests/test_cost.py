@@ -119,7 +119,9 @@ def test_by_reference_the_store_keeps_only_the_windows_read_as_rows(unit_catalog
     duckdb = unit_profile.functions["duckdb"] | {"store": {"per_tuple": 0.0002}}
     profile = dataclasses.replace(unit_profile, functions=unit_profile.functions | {
         "duckdb": duckdb})
-    plan, model = model_for(COUNT_BY_K, unit_catalog, profile)
+    # One file a batch (a batch of four shares its fixed costs, the test below).
+    plan = LogicalPlan(parse_query(COUNT_BY_K, unit_catalog))
+    model = CostModel(Statistics(unit_catalog), profile, files_per_batch=1)
     select, agg = node(plan, Select), node(plan, Aggregate)
     # The window's rows feed the COUNT's partials only: none moves in or is stored, and no
     # transfer's 0.01 per batch is paid; what a batch costs is the partials' upkeep (0.008, as
@@ -133,9 +135,26 @@ def test_by_reference_the_store_keeps_only_the_windows_read_as_rows(unit_catalog
     # each), and it reads the 1000 rows of the window (4e-5 each) after the SQL's 0.01.
     plan, model = model_for("SELECT k, window_end, MEDIAN(v) AS m FROM HOP(s, ts, INTERVAL "
                             "'1' SECOND, INTERVAL '10' SECONDS) GROUP BY k", unit_catalog, profile)
+    model = CostModel(Statistics(unit_catalog), profile, files_per_batch=1)
     median = node(plan, Aggregate)
     assert model.db(frozenset({median}), median, to_sink=True, by_reference=True).u == \
         pytest.approx(100 * 0.0002 + 0.01 + 1000 * 4e-5)
+
+
+def test_a_batch_of_four_files_pays_its_fixed_costs_once(unit_catalog, unit_profile):
+    duckdb = unit_profile.functions["duckdb"]
+    profile = dataclasses.replace(unit_profile, functions=unit_profile.functions | {
+        "duckdb": duckdb | {"query": duckdb["query"] | {"further_end": 0.25}}})
+    plan, model = model_for(COUNT_BY_K, unit_catalog, profile)  # up to four files a batch
+    select, agg = node(plan, Select), node(plan, Aggregate)
+    # Near its limit a batch takes four 1-s files: the partials' insert (0.003) is paid once
+    # for them (50 * 1e-4 + 0.003 / 4), and one query evaluates their four window_ends: its
+    # 0.01 and the first window_end's 0.002, each further one a quarter of that, once in 4 s.
+    both = model.db(frozenset({select, agg}), agg, to_sink=True, by_reference=True)
+    assert both.u == pytest.approx(0.005 + 0.003 / 4 + (0.01 + 0.002 * (1 + 3 * 0.25)) / 4)
+    # By value a batch is one second and evaluates one window_end, as before.
+    assert model.db(frozenset({select, agg}), agg, to_sink=True).u == \
+        pytest.approx(0.11 + 0.008 + 0.012)
 
 
 def test_plan_costs_eq_6_5_and_6_6(unit_catalog, unit_profile):
@@ -338,6 +357,22 @@ def test_spark_rows_a_spark_operator_after_the_mig_reads_cross_and_come_back(uni
     listed = next(o for o in physical.operators if o.id == plan.ids[join])
     assert listed.u == pytest.approx(crossed.u)
     assert physical.cost.utilization == pytest.approx(sum(o.u for o in physical.operators))
+
+
+def test_a_join_after_the_mig_is_a_batch_join_of_the_rows_handed(unit_catalog, unit_profile):
+    batch = {"per_tuple": 0.0002, "per_call": 0.02}
+    plan, model = model_for(ROWS_AND_PEAK, unit_catalog,
+                            with_functions(unit_profile, "spark", batch_join=batch))
+    join = node(plan, Join)
+    # Over DuckDB's rows of both inputs: the window's 100 tuples/s in 10 windows each and the
+    # maximum's 10 groups a window_end, 1010 rows a second, and one job a batch; not the
+    # streaming join's probes of the other window per tuple (Eq. 6.4, KNV03).
+    assert model.after_mig(join).u == pytest.approx(1010 * 0.0002 + 0.02)
+    # By reference a batch takes four seconds: the job is paid once for them.
+    assert model.after_mig(join, (), True).u == pytest.approx(1010 * 0.0002 + 0.02 / 4)
+    # A profile calibrated before the batch join was priced prices it as it did then.
+    old = CostModel(Statistics(unit_catalog), unit_profile)
+    assert old.after_mig(join).u == pytest.approx(old.dsps(join).u)
 
 
 def test_the_job_and_the_evaluation_thread_overlap(unit_catalog, unit_profile):
