@@ -244,12 +244,12 @@ class CostModel:
             for e, f in ((SPARK, "control"), *((DUCKDB, f) for f in SCAN.values())))
         # And the split aggregate's Spark side (``partial``)?
         self.prices_split = profile.get(SPARK, "partial", "per_tuple") > 0
-        # And Spark's batch aggregation after the MIG? A profile calibrated before it was priced
-        # apart prices it as the streaming aggregate (Eq. 6.4), as it did then.
-        # (Its presence decides, not its value: a calibration fits it from zero.)
-        self.prices_batch_aggregate = "batch_aggregate" in profile.functions.get(SPARK, {})
-        # And the batch join after the MIG, likewise (Eq. 6.4's streaming join before).
-        self.prices_batch_join = "batch_join" in profile.functions.get(SPARK, {})
+        # And Spark's batch jobs after the MIG, its aggregation and its join? A profile
+        # calibrated before one was priced apart prices it as the streaming operator (Eq. 6.4),
+        # as it did then. (Its presence decides, not its value: a calibration fits it from zero.)
+        self.batch_jobs = {kind: function for kind, function in (
+            (Aggregate, "batch_aggregate"), (Join, "batch_join"))
+            if function in profile.functions.get(SPARK, {})}
         # What each window_end after the first adds to one evaluation of a DB-op's SQL, as a
         # share of the first's work (``evaluation``). A profile calibrated before it was
         # measured prices every window_end as a whole evaluation's work, as it did then.
@@ -364,12 +364,9 @@ class CostModel:
         rows = sum(self.handed(i) for i in node.inputs)
         if isinstance(node, (Select, Project)):
             u = rows * self._c(SPARK, node.kind, "per_tuple")
-        elif isinstance(node, Aggregate) and self.prices_batch_aggregate:
-            u = (rows * self._c(SPARK, "batch_aggregate", "per_tuple")
-                 + self._per_batch(SPARK, "batch_aggregate", by_reference))
-        elif isinstance(node, Join) and self.prices_batch_join:
-            u = (rows * self._c(SPARK, "batch_join", "per_tuple")
-                 + self._per_batch(SPARK, "batch_join", by_reference))
+        elif (batch := self.batch_jobs.get(type(node))) is not None:
+            u = (rows * self._c(SPARK, batch, "per_tuple")
+                 + self._per_batch(SPARK, batch, by_reference))
         else:  # a profile calibrated before the batch functions: Eq. 6.4's streaming terms
             u = self.dsps(node).u
         terms = [self._input_term(self.signature(c)) for c in crossings]
