@@ -49,12 +49,20 @@ from optimizer.cost import SPLIT
 from optimizer.deployment import Deployment
 from optimizer.logical import Window
 from rowstream.eventtime import EPOCH, admit, watermark
-from rowstream.expectations import FIELD_COUNT, input_suite, parameters_at, raw, reasons, unparsed
+from rowstream.expectations import input_suite, parameters_at, reasons
 from rowstream.gateway import Gateway, Judge
 from rowstream.landing import EXTRA, ROW, csv_frame, is_header, read_landed, typed_frame
 from rowstream.native import canonical, canonical_field, files_of, native_format, read_ddl
 from rowstream.relations import naive
-from rowstream.suite_sql import Landed, identifier, literal, may_fail, rule, unique_columns
+from rowstream.suite_sql import (
+    Landed,
+    identifier,
+    literal,
+    may_fail,
+    rule,
+    typed_landed,
+    unique_columns,
+)
 from workload.schema import FLOATS, INTEGERS, StreamSchema
 
 US = timedelta(microseconds=1)
@@ -299,7 +307,7 @@ class _Batch:
                                 ).fetchall()[0][0]:
             return None
         return _Scan(f"(SELECT * FROM {table} WHERE NOT header)",
-                     _typed_landed(schema, {c: identifier(c) for c in schema.names}, FIELDS),
+                     typed_landed(schema, {c: identifier(c) for c in schema.names}, FIELDS),
                      NUMBER)
 
     def _csv_fields(self, number: int, path: Path) -> _Scan | None:
@@ -340,7 +348,7 @@ class _Batch:
             self.con.execute(f"DROP TABLE IF EXISTS {table}")
             return None
         self.temporary.append(table)
-        return _Scan(table, _typed_landed(schema, {c: identifier(c) for c in schema.names},
+        return _Scan(table, typed_landed(schema, {c: identifier(c) for c in schema.names},
                                           str(len(schema.columns))), None, bounds_first=True)
 
     def result(self) -> Read:
@@ -422,17 +430,7 @@ def _parquet(path: Path, schema: StreamSchema) -> _Scan | None:
     columns = {c: f"make_timestamp(epoch_us({identifier(c)}))" if t == "TIMESTAMP"
                else identifier(c) for c, t in types.items()}
     return _Scan(f"read_parquet({literal(str(path))}, file_row_number = true)",
-                 _typed_landed(schema, columns, str(len(types))), "file_row_number + 1", True)
-
-
-def _typed_landed(schema: StreamSchema, columns: dict[str, str], fields: str) -> Landed:
-    """The landed frame of rows whose values are all of their columns' types (``columns``:
-    each column's SQL), ``fields`` per line: a value is missing where it is null, its text
-    (whose nullness alone the suite reads) is the value, and nothing fails to parse."""
-    field = schema.field_of
-    return Landed({FIELD_COUNT: fields, **columns,
-                   **{raw(field[c]): identifier(c) for c in schema.names},
-                   **{unparsed(field[c]): "NULL" for c in schema.names}})
+                 typed_landed(schema, columns, str(len(types))), "file_row_number + 1", True)
 
 
 def _lines(path: Path, schema: StreamSchema) -> str:

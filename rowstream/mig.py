@@ -50,6 +50,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, DataType, StructField, StructType
 
 from columnar.fragment_sql import (
     Fragment,
@@ -78,6 +79,7 @@ from rowstream.gateway import (
     quarantined_rows,
 )
 from rowstream.landing import committed_batches
+from rowstream.native import NativeJudge
 from rowstream.partitioned import (
     FILE_READ,
     SUMMARY,
@@ -88,6 +90,7 @@ from rowstream.partitioned import (
     stream_summary,
 )
 from rowstream.relations import naive, relation_rows, utc_instants
+from rowstream.suite_spark import CHECKS, file_checks, judged_in_jvm, passed
 
 SPARK_PART = "spark"  # BatchReport.timings: Spark's part of a micro-batch
 # The stream's latest admitted event, where the gateway, not its Spark source, keeps it (progress).
@@ -279,6 +282,9 @@ class Mig:
         sourced = {input_table(n, plan).table: rid for rid, n in self.crossings.items()}
         self.split = {p: sourced[p.source.table] for p in self.panes if p.spark_sql}
         self.driver_panes = [p for p in self.panes if p not in self.split]  # appended here
+        # Split aggregates that read every row of the stream the driver needs: a clean batch
+        # is judged in the JVM, in the job of their partials (``_split_at_once``).
+        self._split_only = bool(self.split) and not (self.partitioned or self.central)
         self._planned: dict[int, datetime | None] = {}  # batch -> last window_end it evaluates
         self.evaluator = self.store.cursor()
         self._releasing = threading.Lock()  # results go where ``release`` says, all or none
@@ -425,8 +431,12 @@ class Mig:
         before = self.store.progress(self.query, before=batch_id)
         frontiers = dict(before.frontiers)
         judge = self.gateway.judge(batch_id - self.batch_base, frontiers.get(HIGH_WATER))
+        partials: dict[PaneTable, pa.Table] = {}
         if self.gateway.by_reference:
             spread, got = None, self._read(judge)
+        elif self._split_only and judged_in_jvm(judge) and (
+                at_once := self._split_at_once(batch, judge)) is not None:
+            spread, (got, partials) = None, at_once
         elif self.partitioned or self.split:
             spread = judged_in_executors(batch, judge)
             # read by the driver's job, then exchanged to the partitions or aggregated
@@ -477,9 +487,10 @@ class Mig:
         if got.read is not None:
             got.read.close(self.store.con)
         for pane, rid in self.split.items():
-            partials = self._partials(spread, pane, rid)
-            self.transfers.count(partials)
-            self.store.append(self.query, pane.table.table, partials, batch_id)
+            rows = partials[pane] if pane in partials else naive(
+                self._partials(spread, pane, rid).toArrow())
+            self.transfers.count(rows)
+            self.store.append(self.query, pane.table.table, rows, batch_id)
         ends = partitioned = None
         if self.partitioned:
             # The partitions evaluate now: their rows are in the executors, not here.
@@ -510,7 +521,7 @@ class Mig:
         return Gathered(everything, stats["tuples"], stats["latest"], stats["first"],
                         quarantined, verdict.high_water)
 
-    def _partials(self, spread: DataFrame, pane: PaneTable, rid: str) -> pa.Table:
+    def _partials(self, spread: DataFrame, pane: PaneTable, rid: str) -> DataFrame:
         """A split aggregate's partials per (group, pane) of the batch's admitted rows of
         ``rid``, computed by Spark in the executors: the rows stay there, the partials cross."""
         rows = spread.where(F.col(rid).isNotNull()).select(f"{rid}.*")
@@ -518,7 +529,26 @@ class Mig:
             since = (self.taken_until - EPOCH) // timedelta(microseconds=1)
             rows = rows.where(F.unix_micros(pane.source.time_column) >= since)
         # In the batch's own session (foreachBatch's), which holds the view of ``rows``.
-        return naive(rows.sparkSession.sql(pane.spark_sql, rows=rows).toArrow())
+        return rows.sparkSession.sql(pane.spark_sql, rows=rows)
+
+    def _split_at_once(self, batch: DataFrame, judge: NativeJudge
+                       ) -> tuple[Gathered, dict[PaneTable, pa.Table]] | None:
+        """A batch of split aggregates judged in the JVM (``rowstream/suite_spark.py``) in the
+        job that computes their partials: one Spark job, and no row leaves the JVM. None where
+        a file may hold a row to quarantine: then the batch is judged row by row, and these
+        partials, which would count its rows, are dropped."""
+        panes = {pane: f"_pane_{i}" for i, pane in enumerate(self.split)}
+        parts = [_as_struct(file_checks(batch, judge), CHECKS),
+                 *(_as_struct(self._partials(batch, pane, self.split[pane]), column)
+                   for pane, column in panes.items())]
+        out = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts).toArrow()
+        summary = passed(relation_rows(out, CHECKS), judge)
+        if summary is None:
+            return None
+        return (Gathered(pa.table({}), summary.tuples, summary.latest, summary.first,
+                         quarantined_rows(judge.schema, judge.unread(summary.files)),
+                         summary.high_water),
+                {pane: relation_rows(out, column) for pane, column in panes.items()})
 
     def _read(self, judge: FileReferences) -> Gathered:
         """The micro-batch's files read by DuckDB, on the connection that appends them (the
@@ -669,3 +699,17 @@ def _first_end(first_ts: datetime, step: timedelta) -> datetime:
     step_us = step // timedelta(microseconds=1)
     since = (first_ts - EPOCH) // timedelta(microseconds=1)
     return EPOCH + timedelta(microseconds=(since // step_us + 1) * step_us)
+
+
+def _as_struct(rows: DataFrame, name: str) -> DataFrame:
+    """``rows`` as one struct column ``name``, to be unioned with others (null in their rows):
+    every field nullable, or Arrow refuses the nulls of the other rows' structs."""
+    return rows.select(F.struct("*").cast(_nullable(rows.schema)).alias(name))
+
+
+def _nullable(kind: DataType) -> DataType:
+    if isinstance(kind, StructType):
+        return StructType([StructField(f.name, _nullable(f.dataType), True) for f in kind])
+    if isinstance(kind, ArrayType):
+        return ArrayType(_nullable(kind.elementType), True)
+    return kind

@@ -47,8 +47,9 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.streaming import DataStreamReader
 
 from optimizer.deployment import Deployment
 from optimizer.errors import TandemError
@@ -142,19 +143,24 @@ def native_stream(spark: SparkSession, schema: StreamSchema, directory: str, *,
     if native_format(directory) == "csv":
         rows = _csv_rows(reader.option("pathGlobFilter", "*.csv").text(path), schema)
     else:
-        # A file Spark cannot read is skipped here and quarantined by the MIG (module docstring).
-        rows = (reader.schema(read_ddl(schema)).option("pathGlobFilter", "*.parquet")
-                .option("ignoreCorruptFiles", "true").parquet(path)
-                .select(*[F.col(c).try_cast(schema.spark_type(c)).alias(c)
-                          if t in WIDE and WIDE[t] != schema.spark_type(c) else c
-                          for c, t in schema.columns],
-                        F.col("_metadata.file_name").alias(FILE),
-                        (F.col("_metadata.row_index") + 1).alias(ROW),
-                        F.lit(None).cast("long").alias(BLOCK),
-                        F.lit(None).cast("tinyint").alias(KIND),
-                        F.lit(None).cast("string").alias(LINE)))
+        rows = parquet_rows(reader.option("pathGlobFilter", "*.parquet"), schema, path)
     return rows.select(*judged_columns(schema), F.lit(False).alias("heartbeat"),
                        *[F.lit(None).cast("string").alias(c) for c in EXTRA])
+
+
+def parquet_rows(reader: DataFrameReader | DataStreamReader, schema: StreamSchema,
+                 path: str) -> DataFrame:
+    """Parquet files as Spark reads them, streamed or not: ``judged_columns``."""
+    # A file Spark cannot read is skipped here and quarantined by the MIG (module docstring).
+    return (reader.schema(read_ddl(schema)).option("ignoreCorruptFiles", "true").parquet(path)
+            .select(*[F.col(c).try_cast(schema.spark_type(c)).alias(c)
+                      if t in WIDE and WIDE[t] != schema.spark_type(c) else c
+                      for c, t in schema.columns],
+                    F.col("_metadata.file_name").alias(FILE),
+                    (F.col("_metadata.row_index") + 1).alias(ROW),
+                    F.lit(None).cast("long").alias(BLOCK),
+                    F.lit(None).cast("tinyint").alias(KIND),
+                    F.lit(None).cast("string").alias(LINE)))
 
 
 def _csv_rows(lines: DataFrame, schema: StreamSchema) -> DataFrame:

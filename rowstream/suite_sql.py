@@ -3,10 +3,11 @@ landed files itself (``rowstream/by_reference.py``).
 
 It is the suite's third form, beside Great Expectations (``runtime/validation.py``) and the
 vectorised polars checks (``expectations.violations``), generated from the same expectation
-objects and with their semantics: a column-map expectation skips missing values (null, and NaN
-in a column of a float type, as pandas counts it), uniqueness is within the file, and a row's
-``rule`` is the first expectation it fails in suite order. ``tests/test_expectations.py`` keeps
-the three in agreement row for row.
+objects and with their semantics: a column-map expectation skips missing values (null, and
+NaN in a column of a float type, as pandas counts it), uniqueness is within the file, and a
+row's ``rule`` is the first expectation it fails in suite order. ``tests/test_expectations.py``
+keeps the three in agreement row for row. ``may_fail`` also runs in Spark's JVM, rendered in
+its dialect, for split aggregates (``rowstream/suite_spark.py``).
 
 The SQL reads a landed file as the landed frame (``rowstream/expectations.py``), whatever its
 format: ``Landed`` names the SQL expression of each of the frame's columns over the file's scan.
@@ -16,25 +17,12 @@ Only the rule is SQL; the reasons of the few rows that fail are the polars suite
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from rowstream.expectations import Expectation
-
-
-@dataclass(frozen=True)
-class Landed:
-    """A landed file's frame in SQL: each column's expression over the file's scan, and which
-    of them hold floats (NaN counts as missing in those)."""
-
-    columns: Mapping[str, str]
-    floats: frozenset[str] = frozenset()
-
-    def missing(self, name: str) -> str:
-        column = self.columns[name]
-        return f"({column} IS NULL OR {nan(column)})" if name in self.floats \
-            else f"({column} IS NULL)"
+from rowstream.expectations import FIELD_COUNT, Expectation, raw, unparsed
+from workload.schema import FLOATS, StreamSchema
 
 
 def nan(column: str) -> str:
@@ -42,6 +30,27 @@ def nan(column: str) -> str:
     dictionary-encoded Parquet page when it is projected (a filter answers right), and so do
     its comparisons; its text does not lie."""
     return f"CAST({column} AS VARCHAR) IN ('nan', '-nan')"
+
+
+def spark_nan(column: str) -> str:
+    """Whether a float is NaN, in Spark, whose text of a NaN is 'NaN' and whose ``isnan`` is
+    right."""
+    return f"isnan({column})"
+
+
+@dataclass(frozen=True)
+class Landed:
+    """A landed file's frame in SQL: each column's expression over the file's scan, which of
+    them hold floats (NaN counts as missing in those), and how the engine tells a NaN."""
+
+    columns: Mapping[str, str]
+    floats: frozenset[str] = frozenset()
+    nan: Callable[[str], str] = nan
+
+    def missing(self, name: str) -> str:
+        column = self.columns[name]
+        return f"({column} IS NULL OR {self.nan(column)})" if name in self.floats \
+            else f"({column} IS NULL)"
 
 
 def identifier(name: str) -> str:
@@ -99,6 +108,21 @@ def rule(suite: tuple[Expectation, ...], landed: Landed, parameters: Mapping[str
     return f"CASE {cases} END"
 
 
+def typed_landed(schema: StreamSchema, columns: Mapping[str, str], fields: str,
+                 isnan: Callable[[str], str] | None = None) -> Landed:
+    """The landed frame of rows whose values are all of their columns' types (``columns``:
+    each column's SQL), ``fields`` per line: a value is missing where it is null, its text
+    (whose nullness alone the suite reads) is the value, and nothing fails to parse. With
+    ``nan``, a NaN in a float column is missing too; without, the rows hold none (DuckDB reads
+    a file with one the Python way, ``by_reference._parquet``)."""
+    field = schema.field_of
+    floats = frozenset(c for c, t in schema.types.items() if t in FLOATS) if isnan else frozenset()
+    return Landed({FIELD_COUNT: fields, **columns,
+                   **{raw(field[c]): identifier(c) for c in schema.names},
+                   **{unparsed(field[c]): "NULL" for c in schema.names}},
+                  floats, isnan or nan)
+
+
 def unique_columns(suite: tuple[Expectation, ...]) -> list[str]:
     """The columns whose values the suite expects unique within a file."""
     return [e.arguments["column"] for e in suite
@@ -132,7 +156,7 @@ def may_fail(suite: tuple[Expectation, ...], landed: Landed,
             continue
         name = args["column"]
         column, floating = landed.columns[name], name in landed.floats
-        nans = f" + count(*) FILTER (WHERE {nan(column)})" if floating else ""
+        nans = f" + count(*) FILTER (WHERE {landed.nan(column)})" if floating else ""
         if e.type == "expect_column_values_to_not_be_null":
             counts.append(f"count(*) - count({column}){nans}")
         elif e.type == "expect_column_values_to_be_null":
