@@ -442,7 +442,12 @@ class ColumnarStore:
             yield
             self._run("COMMIT")
         except BaseException:
-            self._run("ROLLBACK")
+            try:
+                self._run("ROLLBACK")
+            except duckdb.TransactionException:
+                # DuckDB ended the transaction itself, as it does when a write fails (a full
+                # disk): what failed is the error raised, not the rollback.
+                pass
             raise
 
     def _exists(self, schema: str, table: str) -> bool:

@@ -35,6 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # windows in eight micro-batches.
 RATE, DURATION, BATCH = 3, 80, 10
 PLACEMENT = "select_1=spark,aggregate_1=spark,aggregate_2=duckdb"  # state in both engines
+# The landing directory's gateways: Spark's Python source, where Spark keeps state, and DuckDB
+# reading the files by reference, where every operator runs in DuckDB.
+GATEWAYS = pytest.mark.parametrize("placement", [PLACEMENT, "duckdb"], ids=["python", "reference"])
 
 
 def q5(tmp_path, **kwargs):
@@ -75,18 +78,21 @@ def test_a_store_locked_by_another_process(tmp_path, catalog, profile, reliabili
                           "the DuckDB file locked by another process")
 
 
-def run_landing(landing: Path, store: Path, crash: str | None = None, *options: str):
+def run_landing(landing: Path, store: Path, crash: str | None = None, *options: str,
+                placement: str = PLACEMENT):
     """``tandem run`` of Q5 over ``landing`` in a process of its own (the JVM of this test
-    session lives on)."""
+    session lives on), one file a micro-batch, by reference too (where a batch would take up to
+    four), so that the faults meet the same batches."""
     return subprocess.run([sys.executable, "-m", "tandem.cli", "run", short("q5"), "--placement",
-                           PLACEMENT, "--source", str(landing), "--store", str(store), *options],
+                           placement, "--source", str(landing), "--store", str(store),
+                           "--files-per-batch", "1", *options],
                           env=environment(crash), capture_output=True, text=True, timeout=600, cwd=ROOT)
 
 
 def assert_resumed_exactly(landing: Path, store: Path, catalog, profile, reliability,
-                           fault: str) -> None:
+                           fault: str, placement: str = PLACEMENT) -> None:
     # In this process: a new JVM's start is most of what a short run costs.
-    run(RunSpec(short("q5"), placement=PLACEMENT, source=str(landing), store=store,
+    run(RunSpec(short("q5"), placement=placement, source=str(landing), store=store,
                 resume=True))
     # A landing directory is evaluated up to its watermark: the last event less 5 s.
     root = optimize(query_sql(short("q5")), catalog, profile).logical.root
@@ -107,13 +113,14 @@ def assert_one_line(failed: subprocess.CompletedProcess, words: str) -> None:
     assert len(lines) == 1 and words in lines[0], failed.stderr
 
 
-def test_the_spark_jvm_dying_mid_run(tmp_path, catalog, profile, reliability):
+@GATEWAYS
+def test_the_spark_jvm_dying_mid_run(tmp_path, catalog, profile, reliability, placement):
     landing = tmp_path / "landing"
     SmartPlugs(rate=RATE, **SMALL).write_files(landing, DURATION, file_seconds=BATCH)
-    died = run_landing(landing, tmp_path / "t.duckdb", crash=f"{JVM}:3")
+    died = run_landing(landing, tmp_path / "t.duckdb", f"{JVM}:3", placement=placement)
     assert_one_line(died, "Spark's JVM stopped during the run")
     assert_resumed_exactly(landing, tmp_path / "t.duckdb", catalog, profile, reliability,
-                           "the Spark JVM dies")
+                           "the Spark JVM dies", placement)
 
 
 def test_a_spark_jvm_that_stops_answering(tmp_path, catalog, profile, reliability):
@@ -153,7 +160,8 @@ def fill_after(commit: Path, filler: Path) -> None:
             assert full.errno == errno.ENOSPC
 
 
-def test_a_full_disk(tmp_path, small_disk, catalog, profile, reliability):
+@GATEWAYS
+def test_a_full_disk(tmp_path, small_disk, catalog, profile, reliability, placement):
     landing = tmp_path / "landing"
     SmartPlugs(rate=RATE, **SMALL).write_files(landing, DURATION, file_seconds=BATCH)
     store = small_disk / "t.duckdb"
@@ -161,11 +169,12 @@ def test_a_full_disk(tmp_path, small_disk, catalog, profile, reliability):
     fill = threading.Thread(target=fill_after, args=(
         small_disk / "checkpoints" / "t" / "q5" / "commits" / "2", filler))
     fill.start()
-    full = run_landing(landing, store)
+    full = run_landing(landing, store, placement=placement)
     fill.join()
     assert_one_line(full, "a disk is full")
     filler.unlink()  # the cause is removed
-    assert_resumed_exactly(landing, store, catalog, profile, reliability, "a full disk")
+    assert_resumed_exactly(landing, store, catalog, profile, reliability, "a full disk",
+                           placement)
 
 
 # Spark's JVM starting in one thread while another prints: an adaptive run starts its plans in
