@@ -57,8 +57,8 @@ FILES_PER_BATCH = 4
 
 # Panes per window from which an aggregate by panes keeps two stacks (columnar/stacks.py): below,
 # merging W/β partials per group costs less than a stack's step, lookups and share of the front's
-# build (bench/results/stacks.md, 2,125 groups: 6.9 against 8.8 ms per window at 300 panes, 11.7
-# against 9.7 at 600, 52.5 against 11.8 at 3,600).
+# build (bench/results/stacks.md, 2,125 groups: 6.9 against 8.2 ms per window at 300 panes, 11.8
+# against 8.5 at 600, 59.2 against 9.6 at 3,600).
 STACKED_FROM = 512
 
 
