@@ -71,8 +71,9 @@ def judged_both_ways(path, high_water):
 def test_a_file_passes_in_the_jvm_exactly_where_the_judge_admits_every_row(landing):
     first, second, planted = landing
     high_water = max(pq.read_table(first).column("ts").to_pylist()).replace(tzinfo=None)
-    for name, path in {"clean": second, **planted}.items():
-        summary, verdict, rows = judged_both_ways(path, high_water)
+    paths = {"clean": second, **planted}
+    judged = {name: judged_both_ways(path, high_water) for name, path in paths.items()}
+    for name, (summary, verdict, rows) in judged.items():
         everything_admitted = verdict.quarantined.num_rows == 0
         assert (summary is not None) == everything_admitted, name
         if summary is not None:
@@ -80,10 +81,9 @@ def test_a_file_passes_in_the_jvm_exactly_where_the_judge_admits_every_row(landi
             assert summary.tuples == rows.count() == len(ts)
             assert (summary.first, summary.latest) == (ts.min(), ts.max())
             assert summary.high_water == verdict.high_water
-            assert summary.files == (path.name,)
-    # Each planted row but the valid one makes its file fail in the JVM, for its own reason.
-    assert [n for n in PLANTED if judged_both_ways(planted[n], high_water)[0] is None] == \
-        [n for n in PLANTED if n != "valid"]
+            assert summary.files == (paths[name].name,)
+    # Each planted row but the valid one makes its file fail in the JVM.
+    assert [n for n in PLANTED if judged[n][0] is None] == [n for n in PLANTED if n != "valid"]
 
 
 def test_the_first_batch_has_no_late_rows_and_sets_the_high_water_mark(landing):
