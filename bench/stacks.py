@@ -146,8 +146,9 @@ def main() -> None:
                                                     indent=1) + "\n")
     lines = ["# Merging W/β pane partials against two stacks and against subtraction", "",
              f"`.venv/bin/python bench/stacks.py --groups {args.groups} --panes {args.panes} "
-             f"--drift-days {args.drift_days:g} --drift-readings {args.drift_readings}`: milliseconds per window_end, medians of "
-             f"{args.windows}, one SUM per group (module docstring).", "",
+             f"--drift-days {args.drift_days:g} --drift-readings {args.drift_readings}`: "
+             f"milliseconds per window_end, medians of {args.windows}, one SUM per group "
+             "(module docstring).", "",
              "| panes per window | direct merge | stacks | front build (once per W/β windows) "
              "| stacks, amortised | subtract |", "|---:|---:|---:|---:|---:|---:|"]
     lines += [f"| {r['panes_per_window']} | {r['direct_ms']:.1f} | {r['stacks_ms']:.1f} | "
@@ -155,7 +156,8 @@ def main() -> None:
               f"{r['subtract_ms']:.1f} |" for r in rows]
     lines += ["", f"Drift over {drifted['days']:g} day(s) of one plug's loads at "
               f"{drifted['readings_per_second']} readings a second, "
-              f"{drifted['windows']:,} 5-minute windows (largest sum {drifted['largest_window_sum']:,.1f}):"
+              f"{drifted['windows']:,} 5-minute windows (largest sum "
+              f"{drifted['largest_window_sum']:,.1f}):"
               f" subtraction differs from the merge by up to {drifted['largest_difference']:.3g};"
               f" in the {drifted['off_windows']} windows whose readings are all 0 it gives up to"
               f" {drifted['largest_off_residue']:.3g} instead of 0 (the results' tolerance there:"

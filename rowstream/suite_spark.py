@@ -19,7 +19,7 @@ from __future__ import annotations
 import operator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import reduce
+from functools import cache, reduce
 
 import pyarrow as pa
 import sqlglot
@@ -31,6 +31,7 @@ from rowstream.expectations import input_suite
 from rowstream.gateway import STREAM, Judge
 from rowstream.native import FILE, NativeJudge
 from rowstream.suite_sql import identifier, may_fail, spark_nan, typed_landed
+from workload.schema import StreamSchema
 
 US = timedelta(microseconds=1)
 CHECKS = "_checks"  # the struct column of the per-file checks, beside the partials
@@ -58,14 +59,8 @@ def file_checks(batch: DataFrame, judge: NativeJudge) -> DataFrame:
     """A row per file of the batch's stream rows (the MIG's ``STREAM`` relation): its name, its
     tuples, first and last event times, its late rows and the suite's counts (``failing``)."""
     schema = judge.schema
-    suite = input_suite(schema)
-    unique = [e for e in suite if e.type in UNIQUE]
-    landed = typed_landed(schema, {c: identifier(c) for c in schema.names},
-                          str(len(schema.names)), spark_nan)
-    counts = [F.expr(sqlglot.transpile(sql, read="duckdb", write="spark")[0])
-              for sql in may_fail(tuple(e for e in suite if e not in unique), landed)]
-    counts += [_repeated(e.arguments.get("column_list") or [e.arguments["column"]])
-               for e in unique]
+    suite, unique = _suite(schema)
+    counts = [*map(F.expr, suite), *map(_repeated, unique)]
     ts = F.col(schema.time_column)
     before = None if judge.high_water is None else (judge.high_water - EPOCH) // US
     mark = watermark(before, judge.lateness)
@@ -77,7 +72,21 @@ def file_checks(batch: DataFrame, judge: NativeJudge) -> DataFrame:
                  .alias("failing")))
 
 
-def _repeated(columns: list[str]) -> Column:
+@cache
+def _suite(schema: StreamSchema) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
+    """The suite's counts in Spark SQL but uniqueness, and the columns expected unique: once per
+    stream, not per batch (rendering them takes sqlglot about 6 ms)."""
+    suite = input_suite(schema)
+    unique = [e for e in suite if e.type in UNIQUE]
+    landed = typed_landed(schema, {c: identifier(c) for c in schema.names},
+                          str(len(schema.names)), spark_nan)
+    return (tuple(sqlglot.transpile(sql, read="duckdb", write="spark")[0]
+                  for sql in may_fail(tuple(e for e in suite if e not in unique), landed)),
+            tuple(tuple(e.arguments.get("column_list") or [e.arguments["column"]])
+                  for e in unique))
+
+
+def _repeated(columns: tuple[str, ...]) -> Column:
     """How many values of ``columns`` (one present at least) repeat one before them in the
     file: the values held less their set's size. A count of distinct values beside the suite's
     other aggregates would expand every row twice, and an aggregate by file and value of its own

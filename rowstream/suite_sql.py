@@ -113,8 +113,8 @@ def typed_landed(schema: StreamSchema, columns: Mapping[str, str], fields: str,
     """The landed frame of rows whose values are all of their columns' types (``columns``:
     each column's SQL), ``fields`` per line: a value is missing where it is null, its text
     (whose nullness alone the suite reads) is the value, and nothing fails to parse. With
-    ``nan``, a NaN in a float column is missing too; without, the rows hold none (DuckDB reads
-    a file with one the Python way, ``by_reference._parquet``)."""
+    ``isnan`` (the engine's test), a NaN in a float column is missing too; without, the rows
+    hold none (DuckDB reads a file with one the Python way, ``by_reference._parquet``)."""
     field = schema.field_of
     floats = frozenset(c for c, t in schema.types.items() if t in FLOATS) if isnan else frozenset()
     return Landed({FIELD_COUNT: fields, **columns,

@@ -60,12 +60,11 @@ def judged_both_ways(path, high_water):
     """The JVM's summary of a batch of the one file and the row-by-row judge's verdict."""
     spark = spark_session()
     rows = parquet_rows(spark.read, PLUGS, str(path))
-    batch = rows.select(F.struct(*judged_columns(PLUGS), F.lit(False).alias("heartbeat"))
-                        .alias(STREAM))
+    stream = rows.select(*judged_columns(PLUGS), F.lit(False).alias("heartbeat"))
     judge = NativeJudge(PLUGS, (path,), high_water, LATENESS, 1.0)
-    verdict = judge(rows.select(*judged_columns(PLUGS), F.lit(False).alias("heartbeat"))
-                    .toArrow())
-    return passed(naive(file_checks(batch, judge).toArrow()), judge), verdict, rows
+    verdict = judge(stream.toArrow())
+    checks = file_checks(stream.select(F.struct("*").alias(STREAM)), judge)
+    return passed(naive(checks.toArrow()), judge), verdict, rows
 
 
 def test_a_file_passes_in_the_jvm_exactly_where_the_judge_admits_every_row(landing):
