@@ -265,7 +265,9 @@ def test_the_flink_comparison_takes_the_best_formulation_and_both_ratios():
 
     report = {name: flink.with_figures({"exactness": {"exact": True}} | entry) for name, entry in {
         "q1": {"flink": steps((800, False), (734, True))},
-        "q1-expert": {"flink": steps((15000, True), (16500, False))},
+        "q1-expert": {"flink": [step | {"at": at} for step, at in zip(
+            steps((15000, True), (16500, False)),
+            ["2026-11-28T23:40:00+00:00", "2026-11-29T00:05:00+00:00"], strict=True)]},
         "q5": {"flink": steps((1.26e6, True)), "tandem": steps((3e6, True), (3.3e6, False)),
                "tandem-parquet": steps((4e6, True), (4.4e6, False))}}.items()}
     compared = flink.comparison(report)
@@ -274,6 +276,8 @@ def test_the_flink_comparison_takes_the_best_formulation_and_both_ratios():
     assert compared["q1"]["ratio"] == {"csv": None, "best": None}  # Tandem not measured
     assert compared["q5"]["max_rate"] == (1.26e6, None)
     assert compared["q5"]["ratio"] == pytest.approx({"csv": 3e6 / 1.26e6, "best": 4e6 / 1.26e6})
+    # The day of a query's last step, over its formulations: steps without times give none.
+    assert (compared["q1"]["measured"], compared["q5"]["measured"]) == ("2026-11-29", None)
 
 
 def test_a_plan_that_runs_out_of_memory_fails_its_point_and_the_sweep_goes_on(monkeypatch,

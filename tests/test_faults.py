@@ -123,14 +123,16 @@ def test_the_spark_jvm_dying_mid_run(tmp_path, catalog, profile, reliability, pl
                            "the Spark JVM dies", placement)
 
 
-def test_a_spark_jvm_that_stops_answering(tmp_path, catalog, profile, reliability):
+@GATEWAYS
+def test_a_spark_jvm_that_stops_answering(tmp_path, catalog, profile, reliability, placement):
     landing = tmp_path / "landing"
     SmartPlugs(rate=RATE, **SMALL).write_files(landing, DURATION, file_seconds=BATCH)
     # Without a bound on Spark's answers the run waits for ever (here, for run_landing's timeout).
-    stuck = run_landing(landing, tmp_path / "t.duckdb", f"{FROZEN}:3", "--stall-timeout", "20")
+    stuck = run_landing(landing, tmp_path / "t.duckdb", f"{FROZEN}:3", "--stall-timeout", "20",
+                        placement=placement)
     assert_one_line(stuck, "Spark's JVM answered no call for 20 s")
     assert_resumed_exactly(landing, tmp_path / "t.duckdb", catalog, profile, reliability,
-                           "the Spark JVM stops answering")
+                           "the Spark JVM stops answering", placement)
 
 
 @pytest.fixture

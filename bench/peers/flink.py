@@ -253,8 +253,11 @@ def comparison(report: dict) -> dict:
     out: dict[str, dict] = {}
     for name, entry in report.items():
         query = out.setdefault(tandem_query(name), {"exact": {}, "max_rate": None,
-                                                    "formulation": None, "tandem": {}})
+                                                    "formulation": None, "tandem": {},
+                                                    "measured": None})
         query["exact"][name] = entry["exactness"]["exact"]
+        days = [m["at"][:10] for system in SYSTEMS for m in entry.get(system, []) if m.get("at")]
+        query["measured"] = max([query["measured"] or "", *days]) or None
         rates = entry.get("max_rate", {})
         if "flink" in rates and rates["flink"][0] > (query["max_rate"] or [0])[0]:
             query["max_rate"], query["formulation"] = rates["flink"], name
@@ -277,6 +280,8 @@ def write_report(report: dict) -> None:
     # A run's queries replace their figures; the others keep those of the run that measured them.
     merged.setdefault("peers", {}).setdefault("flink", {}).update(compared)
     bench.write_text(json.dumps(merged, indent=1) + "\n")  # as tandem bench writes it
+    # Every query searched so far, this run's and earlier runs' (bench/results/<day>/flink*.md).
+    compared = merged["peers"]["flink"]
     lines = ["# Flink SQL beside Tandem", "",
              "`.venv/bin/python bench/peers/flink.py` (PyFlink 2.3, local, parallelism 2, "
              f"{HEAP} heap, checkpoints every second to files, headerless CSV, one file per "
@@ -291,18 +296,21 @@ def write_report(report: dict) -> None:
              "smallest rate fallen behind at in brackets. Flink's figure is the best of its "
              "formulations (`bench/peers/flink/<query>[-expert].sql`); the ratios are Tandem's "
              "largest rates over it, from CSV (like for like) and the better of CSV and Parquet. "
-             "Only steps of one run interleave (their times are in the last table).", "",
+             "Only steps of one run interleave: the summary holds every query searched so far, "
+             "each as of the day of its search's last step (that run's steps are in "
+             "`bench/results/<day>/flink*.md`, this run's in the last table).", "",
              "| query | Flink's rows = reference's | Flink max rate (formulation) | "
              + " | ".join(f"{SYSTEMS[system]} max rate" for system in TANDEM)
-             + " | CSV / Flink | best / Flink | target |",
-             "|---|---|---:|" + "---:|" * (len(TANDEM) + 3)]
-    for query, c in compared.items():
+             + " | CSV / Flink | best / Flink | target | searched |",
+             "|---|---|---:|" + "---:|" * (len(TANDEM) + 3) + "---|"]
+    for query, c in sorted(compared.items()):
         row = [query, ", ".join(f"{name}: {'yes' if same else 'NO'}"
                                 for name, same in c["exact"].items()),
                f"{bracket_text(c['max_rate'])} ({c['formulation']})" if c["max_rate"] else "–"]
         row += [bracket_text(c["tandem"].get(system)) for system in TANDEM]
         row += [f"{x:,.1f}x" if (x := c["ratio"][kind]) else "–" for kind in ("csv", "best")]
         row.append(f"{TARGETS[query]}x" if query in TARGETS else "–")
+        row.append(c.get("measured") or "–")
         lines.append("| " + " | ".join(row) + " |")
     lines += ["", "Every measurement, in the order taken (Flink's: each run's tuples, wall "
               "seconds, input size and the memory available before it):", "",
