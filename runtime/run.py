@@ -18,6 +18,7 @@ from functools import partial
 from pathlib import Path
 
 from py4j.protocol import Py4JError, Py4JJavaError
+from pyspark.errors.exceptions.captured import CapturedException
 
 from columnar.store import ColumnarStore, schema_name
 from optimizer import load_catalog
@@ -182,6 +183,11 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
             # One interrupted on purpose stopped with the MIG's refusal of its next batch.
             if bridge.failure or (not bridge.interrupted and asked(handle.exception)):
                 cause = bridge.failure or handle.exception()
+                if _source_died(cause):
+                    raise TandemError(f"Spark's Python stream source stopped during the run "
+                                      f"(killed, or out of memory: see the kernel's log, `dmesg`, "
+                                      f"and {log}); what both engines committed is kept: "
+                                      "`--resume` continues from the last checkpoint")
                 full = "No space left on device" in str(cause)
                 raise TandemError(f"{'a disk is full' if full else 'the Spark query failed'}: "
                                   f"{_reason(cause)} (details in {log}; "
@@ -319,7 +325,8 @@ def default_lateness(streams: list[Stream]) -> float:
 
 def _reason(cause: BaseException) -> str:
     """The first line of what went wrong; for an error from Spark's JVM, of its root cause
-    (Py4J's own first line names only the call: "An error occurred while calling o1836.getResult")."""
+    (Py4J's own first line names only the call: "An error occurred while calling o1836.getResult",
+    and a failed query's may end in "(no cause message)")."""
     text = str(cause)
     if isinstance(cause, Py4JJavaError):
         with suppress(Py4JError, ConnectionError):  # the JVM may be gone
@@ -327,7 +334,29 @@ def _reason(cause: BaseException) -> str:
             while error.getCause() is not None:
                 error = error.getCause()
             text = error.toString()
+    elif (root := _captured_root(cause)) is not None:
+        text = root._desc
     return f"{type(cause).__name__}: {(text.strip().splitlines() or [''])[0]}"
+
+
+def _captured_root(cause: BaseException) -> CapturedException | None:
+    """The last of a PySpark error's causes, where it has any. PySpark converts each cause of a
+    failed query's exception, keeping the JVM's text (``_desc``, its ``toString``) and stack
+    (``_stackTrace``), for which it has no public accessor, and not the JVM's object."""
+    if not isinstance(cause, CapturedException) or cause._cause is None:
+        return None
+    while cause._cause is not None:
+        cause = cause._cause
+    return cause
+
+
+def _source_died(cause: BaseException) -> bool:
+    """The Python process that runs a Python data source's reader for Spark (the generator's,
+    the landing directory's) died: Spark, asking it for the next offset, read the end of its
+    socket, and says no more than EOFException."""
+    root = _captured_root(cause)
+    return (root is not None and root._desc.startswith("java.io.EOFException")
+            and "PythonStreamingSourceRunner" in (root._stackTrace or ""))
 
 
 def _stop(handle, spark) -> None:

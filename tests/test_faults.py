@@ -24,7 +24,7 @@ from optimizer.errors import TandemError
 from runtime.run import run
 from runtime.spec import RunSpec
 from tests.conftest import lost_and_duplicated, query_sql, short
-from tests.crash.points import FROZEN, JVM, environment
+from tests.crash.points import FROZEN, JVM, SOURCE, environment
 from tests.test_reference import assert_same_rows
 from workload.smart_plugs import SmartPlugs
 
@@ -133,6 +133,18 @@ def test_a_spark_jvm_that_stops_answering(tmp_path, catalog, profile, reliabilit
     assert_one_line(stuck, "Spark's JVM answered no call for 20 s")
     assert_resumed_exactly(landing, tmp_path / "t.duckdb", catalog, profile, reliability,
                            "the Spark JVM stops answering", placement)
+
+
+def test_the_python_source_dying_mid_run(tmp_path, catalog, profile, reliability):
+    # The landing source's own process (Spark's PythonStreamingSourceRunner), killed as the
+    # kernel kills a process out of memory: Spark says only "EOFException", and no cause.
+    landing = tmp_path / "landing"
+    SmartPlugs(rate=RATE, **SMALL).write_files(landing, DURATION, file_seconds=BATCH)
+    third = sorted(landing.iterdir())[2].name
+    died = run_landing(landing, tmp_path / "t.duckdb", f"{SOURCE}:{third}")
+    assert_one_line(died, "Spark's Python stream source stopped during the run")
+    assert_resumed_exactly(landing, tmp_path / "t.duckdb", catalog, profile, reliability,
+                           "Spark's Python stream source dies")
 
 
 @pytest.fixture

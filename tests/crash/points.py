@@ -52,6 +52,9 @@ JVM = "jvm"  # Spark's JVM dies at a micro-batch's arrival; the CLI's process li
 # Spark's JVM stops (SIGSTOP) at a micro-batch's arrival: it lives on and answers no call, as
 # one did whose threads an OutOfMemoryError had killed.
 FROZEN = "jvm-frozen"
+# The Python process that runs the landing source's reader for Spark dies (SIGKILL, as the
+# kernel's OOM killer kills) when it has read a named file; the CLI and the JVM live on.
+SOURCE = "source-died"
 ROOT = Path(__file__).resolve().parents[2]
 SITE = Path(__file__).resolve().parent / "site"
 
@@ -136,6 +139,7 @@ def _patch_landing_source(module: ModuleType) -> None:
         rows, end = read(self, start)
         if end["after"] != start["after"]:
             crash_point("file-read", end["after"])
+            crash_point(SOURCE, end["after"], victim=os.getpid())
         return rows, end
 
     module.LandingReader.read = file_read
