@@ -1,0 +1,56 @@
+"""Choosing a K-slack buffer's size each adaptation interval (Ji Sec. 3.4, 4.1.5, 4.1.6).
+
+AM-adt searches the analytical model for the least K whose expected window coverage meets the
+threshold (Alg. 4.4). PD-adt treats the model as a black box: a proportional-derivative
+controller moves α, K = α · MaxD, by the measured coverage's distance from the threshold
+(Eq. 3.7, Fig. 3.7).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kslack import coverage
+from kslack.delays import BASIC_WINDOW, GRANULARITY, after_buffer
+
+# Ji's Table 4.2: the PD controller's weights for sliding-window aggregates.
+PROPORTIONAL, DERIVATIVE = 0.2, 4.0
+
+
+def am_adt(f: np.ndarray, threshold: float, window: float, max_delay: float,
+           basic: float = BASIC_WINDOW, granularity: float = GRANULARITY,
+           sync_slots: int = 0) -> float:
+    """κ, Alg. 4.4: K = 0, g, 2g, … until the expected coverage of the next window (Eq. 4.2,
+    over the delays ``f`` seen in the statistics window, less what a synchronisation buffer's
+    ``sync_slots`` granules handle, Eq. 3.4) reaches ``threshold``, or K passes ``max_delay``,
+    the largest delay seen there (a larger buffer would wait for no tuple)."""
+    slots = 0
+    while (slots * granularity <= max_delay
+           and coverage.expected(after_buffer(f, slots + sync_slots), window, basic,
+                                 granularity) < threshold):
+        slots += 1
+    return slots * granularity
+
+
+@dataclass
+class PdAdt:
+    """PD-adt (Sec. 3.4.2 and 4.1.6): α in [0, 1] moves by u(j) = U_p · err(j) + U_d ·
+    (err(j) − err(j − 1)), Eq. (3.7), err being the threshold less the measured coverage, and
+    K = α · MaxD, so that a larger delay seen later stretches K without a jump in α. No
+    integral term: a stream without disorder keeps the coverage above the threshold for long
+    spells, and an integral would wind up over them."""
+
+    proportional: float = PROPORTIONAL
+    derivative: float = DERIVATIVE
+    alpha: float = 0.0
+    error: float | None = None
+
+    def size(self, threshold: float, measured: float, max_delay: float) -> float:
+        """K for the next interval, from this interval's measured coverage."""
+        error = threshold - measured
+        change = self.proportional * error + self.derivative * (
+            error - (self.error if self.error is not None else error))
+        self.alpha, self.error = min(max(self.alpha + change, 0.0), 1.0), error
+        return self.alpha * max_delay

@@ -1,0 +1,67 @@
+"""Window coverage (Ji Eq. 3.2): the share of an instantaneous window's tuples that it holds
+when it is built. What a buffer of K gives (Eq. 3.5, 3.6, 4.2), and what a SUM's result needs to
+be within a relative error ε with confidence 1 − δ (Eq. 4.1, Alg. 4.2).
+"""
+
+from __future__ import annotations
+
+import math
+from statistics import NormalDist
+
+import numpy as np
+
+from kslack.delays import BASIC_WINDOW, GRANULARITY
+
+# Ji's Table 4.2: the confidence level δ of an aggregate's error threshold.
+CONFIDENCE_LEVEL = 0.05
+
+
+def expected(f_k: np.ndarray, window: float, basic: float = BASIC_WINDOW,
+             granularity: float = GRANULARITY) -> float:
+    """Cvrg(w, K), Eq. (4.2): the expected coverage of the next window of ``window`` seconds
+    over a stream whose coarse-grained delays after the buffer are ``f_k`` (``delays.after_buffer``).
+    The window is cut into n = ⌈W / b⌉ basic windows; the l-th most recent has waited (l − 1)·b
+    since its end, so it holds the tuples delayed by at most (l − 1)·b / g granules, Eq. (3.5).
+    Eq. (3.6) sums them; the rate cancels against the window's true count r·W."""
+    n = math.ceil(window / basic - 1e-9)
+    held = np.cumsum(f_k)  # F(x): the share delayed by at most x granules
+
+    def within(waited: float) -> float:
+        return float(held[min(int(waited / granularity + 1e-9), held.size - 1)])
+
+    whole = sum(within((l - 1) * basic) for l in range(1, n))
+    return (basic * whole + (window - (n - 1) * basic) * within((n - 1) * basic)) / window
+
+
+def critical_value(confidence_level: float = CONFIDENCE_LEVEL) -> float:
+    """c_δ: a normal variable lies farther than c_δ standard deviations from its mean with
+    probability δ (both sides, as Sec. 4.1.3's range [Cvrg·A − c_δ·σ_e, Cvrg·A + c_δ·σ_e])."""
+    return NormalDist().inv_cdf(1 - confidence_level / 2)
+
+
+def sum_threshold(max_error: float, tuples: float, mean: float, variance: float,
+                  confidence_level: float = CONFIDENCE_LEVEL) -> float:
+    """Cvrg_thr for a SUM (Alg. 4.2): the least coverage at which the result's relative error
+    exceeds ``max_error`` with probability at most δ, for a window of ``tuples`` values of that
+    mean and variance, Eq. (4.1):
+
+        (1 − Cvrg) + c_δ · sqrt((Cvrg − Cvrg²) · (σ² + μ²) / (N · μ²)) ≤ ε_thr
+
+    The left side is 1 at Cvrg = 0, rises, then falls to 0 at Cvrg = 1, so for ε_thr < 1 the
+    coverages that meet it form an interval up to 1, whose lower end bisection finds. A SUM
+    whose values average 0 has no relative error: it needs every tuple."""
+    if max_error >= 1:
+        return 0.0
+    if mean == 0 or tuples <= 0:
+        return 1.0
+    spread = (variance + mean * mean) / (tuples * mean * mean)
+    c = critical_value(confidence_level)
+
+    def meets(cvrg: float) -> bool:
+        return (1 - cvrg) + c * math.sqrt(max(cvrg - cvrg * cvrg, 0.0) * spread) <= max_error
+
+    low, high = 0.0, 1.0  # meets(high) always
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (low, middle) if meets(middle) else (middle, high)
+    return high

@@ -1,0 +1,41 @@
+"""How late a stream's tuples arrive, in coarse-grained delays (Ji Sec. 3.4.1).
+
+A tuple's delay is the stream's local current time when it arrives (the largest timestamp seen
+so far, itself included) less its timestamp. Its coarse-grained delay D is 0 for a delay of 0,
+1 for a delay in (0, g], 2 for one in (g, 2g], and so on, g being the K-search granularity.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# Ji's Table 4.2: the K-search granularity g and the basic window b, both 10 ms.
+GRANULARITY = 0.010
+BASIC_WINDOW = 0.010
+
+
+def arrival_delays(ts: np.ndarray) -> np.ndarray:
+    """Each tuple's delay, in the time unit of ``ts`` (in arrival order): the local current time
+    at its arrival, the running maximum of the timestamps, less its own timestamp."""
+    ts = np.asarray(ts, dtype=np.float64)
+    return np.maximum.accumulate(ts) - ts if ts.size else ts
+
+
+def coarse(delays: np.ndarray, granularity: float = GRANULARITY) -> np.ndarray:
+    """The coarse-grained delays D of ``delays`` (Sec. 3.4.1): 0 for none, else ⌈delay / g⌉."""
+    return np.ceil(np.asarray(delays, dtype=np.float64) / granularity).astype(np.int64)
+
+
+def histogram(delays: np.ndarray, granularity: float = GRANULARITY) -> np.ndarray:
+    """f_D, the probability of each coarse-grained delay 0, 1, 2, … among ``delays``: the
+    histogram H_i that approximates it."""
+    counts = np.bincount(coarse(delays, granularity))
+    return counts / counts.sum() if counts.size else np.ones(1)
+
+
+def after_buffer(f: np.ndarray, slots: int) -> np.ndarray:
+    """f_{D^K}: the coarse-grained delays after a buffer of ``slots`` granules (K + K^sync over
+    g), Eq. (3.4): a buffer of K handles every delay up to K, and leaves the others K shorter."""
+    if slots < 0:
+        raise ValueError(f"a buffer of {slots} granules: K is at least 0")
+    return np.concatenate([[f[:slots + 1].sum()], f[slots + 1:]])

@@ -1,0 +1,121 @@
+"""The models that size a K-slack buffer (kslack/), held to simulations that share none of
+their code: a SUM over windows thinned at random for Eq. (4.1), and a disordered stream whose
+windows are built when its high-water mark less K passes their end for Eq. (3.4)–(4.2)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kslack import coverage
+from kslack.adaptation import PdAdt, am_adt
+from kslack.delays import after_buffer, arrival_delays, coarse, histogram
+
+RNG_SEED = 35
+
+
+def test_delays_are_the_high_water_mark_less_the_timestamp_in_granules():
+    # Ji's Example 3.2.1: timestamps 1, 4, 3, 5, 6, 8, 6 arrive in that order.
+    delays = arrival_delays(np.array([1, 4, 3, 5, 6, 8, 6], dtype=float))
+    assert delays.tolist() == [0, 0, 1, 0, 0, 0, 2]
+    assert coarse(np.array([0.0, 0.004, 0.010, 0.0101, 0.05])).tolist() == [0, 1, 1, 2, 5]
+    f = histogram(np.array([0.0, 0.0, 0.015, 0.03]))
+    assert f.tolist() == [0.5, 0, 0.25, 0.25]
+    # A buffer of two granules handles delays up to 20 ms; the 30-ms one is left 10 ms late.
+    assert after_buffer(f, 2).tolist() == [0.75, 0.25]
+
+
+def test_the_sum_threshold_meets_the_error_bound_with_the_stated_confidence():
+    rng = np.random.default_rng(RNG_SEED)
+    values = rng.gamma(2.0, 1.0, 400)  # one window's values
+    total, max_error, delta = values.sum(), 0.05, 0.05
+    threshold = coverage.sum_threshold(max_error, values.size, values.mean(), values.var(),
+                                       delta)
+
+    def exceeding(cvrg: float) -> float:
+        """The share of 20,000 windows that hold each value with probability ``cvrg`` whose
+        SUM is off by more than ``max_error``."""
+        kept = rng.random((20_000, values.size)) < cvrg
+        return float(np.mean(np.abs(total - kept @ values) / total > max_error))
+
+    # The error is one-sided (a missing tuple only lowers a SUM of positive values), so at the
+    # threshold the normal approximation puts δ/2 of the windows beyond it (3.4 % here, at
+    # δ = 5 %: 400 skewed values are not quite normal), and never more than δ.
+    assert 0.5 * delta / 2 < exceeding(threshold) <= delta
+    assert exceeding(threshold - 0.02) > delta  # the least coverage: a little less fails
+    assert coverage.sum_threshold(1.0, 400, 2.0, 2.0) == 0.0
+    assert coverage.sum_threshold(0.05, 400, 0.0, 2.0) == 1.0
+
+
+def disordered(rate: float, seconds: float, late_share: float, mean_delay: float):
+    """Timestamps in arrival order: ``rate`` tuples a second, a ``late_share`` of them
+    arriving an exponential delay of ``mean_delay`` seconds after their time."""
+    rng = np.random.default_rng(RNG_SEED)
+    ts = np.sort(rng.uniform(0, seconds, int(rate * seconds)))
+    late = rng.random(ts.size) < late_share
+    arrival = ts + np.where(late, rng.exponential(mean_delay, ts.size), 0.0)
+    return ts[np.argsort(arrival, kind="stable")]
+
+
+def simulated_coverage(ts: np.ndarray, k: float, window: float, slide: float) -> float:
+    """The mean coverage of the windows ending every ``slide`` seconds, each built when the
+    high-water mark passes its end plus ``k`` (Eq. 3.1): a tuple is in it if it arrived before."""
+    before = np.concatenate([[-np.inf], np.maximum.accumulate(ts)[:-1]])
+    ends = np.arange(2 * window, ts.max() - 2 * window, slide)
+    found = []
+    for end in ends:
+        inside = (ts > end - window) & (ts <= end)
+        found.append(np.count_nonzero(inside & (before < end + k)) / np.count_nonzero(inside))
+    return float(np.mean(found))
+
+
+STREAM = dict(rate=2_000, seconds=40.0, late_share=0.3, mean_delay=0.05)
+
+
+@pytest.mark.parametrize("k", [0.0, 0.02, 0.05, 0.1])
+def test_the_expected_coverage_is_what_a_buffer_of_k_lets_into_the_windows(k):
+    ts = disordered(**STREAM)
+    f = histogram(arrival_delays(ts))
+    model = coverage.expected(after_buffer(f, round(k / 0.010)), window=1.0)
+    measured = simulated_coverage(ts, k, window=1.0, slide=0.1)
+    # Eq. (3.5) counts a basic window's tuples delayed by at most the time since its end, so
+    # it errs low, by at most the tuples delayed within one basic window more.
+    assert model <= measured + 1e-3
+    assert measured - model < 0.003
+
+
+def test_am_adt_finds_the_least_k_whose_windows_meet_the_threshold():
+    ts = disordered(**STREAM)
+    delays = arrival_delays(ts)
+    f, threshold = histogram(delays), 0.999
+    kappa = am_adt(f, threshold, window=1.0, max_delay=delays.max())
+    slots = round(kappa / 0.010)
+    assert coverage.expected(after_buffer(f, slots), 1.0) >= threshold
+    assert coverage.expected(after_buffer(f, slots - 1), 1.0) < threshold
+    assert simulated_coverage(ts, kappa, window=1.0, slide=0.1) >= threshold
+    assert kappa < delays.max() / 2  # far less than waiting for the latest tuple
+    # A threshold no buffer reaches: K stops one granule past the largest delay seen.
+    assert am_adt(f, 1.1, 1.0, max_delay=0.2) == pytest.approx(0.21)
+
+
+def test_pd_adt_moves_k_towards_the_threshold_from_both_sides():
+    ts = disordered(**STREAM)
+    max_delay, threshold = arrival_delays(ts).max(), 0.999
+
+    def run(controller: PdAdt, k: float, intervals: int) -> list[tuple[float, float]]:
+        steps = []
+        for _ in range(intervals):
+            measured = simulated_coverage(ts, k, 1.0, 0.1)
+            steps.append((k, measured))
+            k = controller.size(threshold, measured, max_delay)
+            assert 0 <= k <= max_delay
+        return steps
+
+    # Below the threshold K grows, and with it the coverage. With Table 4.2's gains it grows
+    # slowly here (0.03 s after 40 windows, where AM-adt's κ meets the threshold at once): the
+    # errors are thousandths of coverage.
+    rising = run(PdAdt(), 0.0, 40)
+    assert all(b[0] > a[0] and b[1] >= a[1] for a, b in zip(rising, rising[1:], strict=False))
+    # Above it, from a buffer as long as the largest delay, K shrinks.
+    falling = run(PdAdt(alpha=1.0), max_delay, 20)
+    assert falling[-1][0] < falling[1][0] <= max_delay
