@@ -22,8 +22,10 @@ def arrival_delays(ts: np.ndarray) -> np.ndarray:
 
 
 def coarse(delays: np.ndarray, granularity: float = GRANULARITY) -> np.ndarray:
-    """The coarse-grained delays D of ``delays`` (Sec. 3.4.1): 0 for none, else ⌈delay / g⌉."""
-    return np.ceil(np.asarray(delays, dtype=np.float64) / granularity).astype(np.int64)
+    """The coarse-grained delays D of ``delays`` (Sec. 3.4.1): 0 for none, else ⌈delay / g⌉.
+    A delay of whole granules is that many, whatever the division's last bit (0.07 / 0.01 is
+    7.000000000000001 in binary floating point)."""
+    return np.ceil(np.asarray(delays, dtype=np.float64) / granularity - 1e-9).astype(np.int64)
 
 
 def histogram(delays: np.ndarray, granularity: float = GRANULARITY) -> np.ndarray:

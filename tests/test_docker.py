@@ -33,7 +33,7 @@ AIRFLOW_SERVICES = ("airflow-apiserver", "airflow-scheduler", "airflow-dag-proce
                     "airflow-triggerer")
 SHARED = ("/tandem/state", "/tandem/landing")
 QUERIES = "/tandem/queries"
-PACKAGES = ("optimizer", "workload", "columnar", "rowstream", "runtime", "benchmarking",
+PACKAGES = ("optimizer", "kslack", "workload", "columnar", "rowstream", "runtime", "benchmarking",
             "airflow_tandem", "tandem")  # what Spark's executors and drivers both reach
 
 # docker-compose, PostgreSQL and Spark are programs of their own (``make test`` installs the

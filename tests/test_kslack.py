@@ -18,7 +18,8 @@ def test_delays_are_the_high_water_mark_less_the_timestamp_in_granules():
     # Ji's Example 3.2.1: timestamps 1, 4, 3, 5, 6, 8, 6 arrive in that order.
     delays = arrival_delays(np.array([1, 4, 3, 5, 6, 8, 6], dtype=float))
     assert delays.tolist() == [0, 0, 1, 0, 0, 0, 2]
-    assert coarse(np.array([0.0, 0.004, 0.010, 0.0101, 0.05])).tolist() == [0, 1, 1, 2, 5]
+    assert coarse(np.array([0.0, 0.004, 0.010, 0.0101, 0.05, 0.07])).tolist() == [
+        0, 1, 1, 2, 5, 7]
     f = histogram(np.array([0.0, 0.0, 0.015, 0.03]))
     assert f.tolist() == [0.5, 0, 0.25, 0.25]
     # A buffer of two granules handles delays up to 20 ms; the 30-ms one is left 10 ms late.
