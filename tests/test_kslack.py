@@ -10,6 +10,7 @@ import pytest
 from kslack import coverage
 from kslack.adaptation import PdAdt, am_adt
 from kslack.delays import after_buffer, arrival_delays, coarse, histogram
+from kslack.measured import WindowCounts, measured, retrospect
 
 RNG_SEED = 35
 
@@ -120,3 +121,39 @@ def test_pd_adt_moves_k_towards_the_threshold_from_both_sides():
     # Above it, from a buffer as long as the largest delay, K shrinks.
     falling = run(PdAdt(alpha=1.0), max_delay, 20)
     assert falling[-1][0] < falling[1][0] <= max_delay
+
+
+def test_the_counts_of_received_and_missing_tuples_give_each_windows_coverage():
+    # Alg. 4.3's map, counted batch by batch as the tuples arrive, against each window's
+    # tuples counted directly: those that arrived before it was built over those it holds.
+    ts, k, window, slide = disordered(**STREAM), 0.02, 1.0, 0.1
+    before = np.concatenate([[-np.inf], np.maximum.accumulate(ts)[:-1]])
+    counts = WindowCounts(window, slide)
+    for batch in np.array_split(np.arange(ts.size), 37):  # uneven batches
+        counts.add(ts[batch], before[batch] - k)
+    for j in range(20, 380, 7):
+        end = j * slide
+        inside = (ts > end - window) & (ts <= end)
+        want = np.count_nonzero(inside & (before < end + k)) / np.count_nonzero(inside)
+        assert counts.coverage(end) == pytest.approx(want, abs=1e-12)
+    # A tuple quarantined misses every window it belongs to; none is counted twice.
+    counts.add(np.array([5.05]), np.array([np.inf]))
+    assert counts.missing[round(5.1 / slide) - counts.first:][:10].min() >= 1
+    assert counts.coverage(-3.0) is None
+    counts.purge(10.0)
+    assert counts.first == 100 and counts.coverage(9.9) is None
+    assert counts.coverage(10.0) is not None
+
+
+def test_alg_4_3_reads_the_window_as_old_as_the_q_quantile_of_the_delays():
+    counts = WindowCounts(window=1.0, slide=0.5)
+    # Tuples at 0.2 and 0.7 arrive before anything was built; one at 0.3 after the window
+    # ending at 0.5 was built (it misses that one, and is received by the one ending at 1.0).
+    counts.add(np.array([0.2, 0.7]), np.array([-np.inf, -np.inf]))
+    counts.add(np.array([0.3]), np.array([0.5]))
+    lookback = retrospect(np.array([0.1, 0.2, 0.3, 0.4, 1.0]), q=0.5)
+    assert lookback == pytest.approx(0.3)
+    # At a high-water mark of 1.35, the window to read ends at or before 1.05: the one at 1.0.
+    assert measured(counts, 1.35, lookback) == 1.0
+    assert measured(counts, 0.85, lookback) == pytest.approx(0.5)  # the one at 0.5: 1 of 2
+    assert retrospect(np.array([])) == 0.0

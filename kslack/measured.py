@@ -1,0 +1,95 @@
+"""Window coverage measured at run time (Ji Sec. 4.1.4, Alg. 4.3): the Window-Coverage Runtime
+Calculator and the Statistics Manager's map M^w of received and missing tuples per window.
+
+A window is built once the buffer's output has passed its end; a tuple that arrives after a
+window it belongs to was built is missing from it, and received by those built after. So the
+coverage measured of a window only falls as later tuples arrive (Fig. 4.3b), and Alg. 4.3 reads
+that of a window M seconds old, M being the q-quantile of the delays of the out-of-order tuples
+seen so far: old enough to be nearly settled, recent enough to say how the stream is now.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# Ji's Table 4.2: the retrospect parameter q.
+RETROSPECT = 0.99
+
+
+@dataclass
+class WindowCounts:
+    """M^w for windows of ``window`` seconds ending every ``slide`` seconds: per window end
+    (index j, the end j·slide), the tuples it received, N_rcv, and those it missed, N_miss."""
+
+    window: float
+    slide: float
+    first: int = 0  # the index of the first end held
+    received: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    missing: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    def add(self, ts: np.ndarray, built_until: np.ndarray) -> None:
+        """Count tuples with timestamps ``ts`` (seconds), each arriving when the windows ending
+        at or before its ``built_until`` had been built: it is missing from those of its windows,
+        received by the others. A tuple that is discarded (quarantined) misses all of them:
+        give it ``inf``."""
+        ts = np.asarray(ts, dtype=np.float64)
+        if not ts.size:
+            return
+        per_tuple = round(self.window / self.slide)  # the windows each tuple belongs to
+        # The first end at or after a timestamp; a window (e − W, e] holds ts when e ≥ ts.
+        start = np.ceil(ts / self.slide - 1e-9).astype(np.int64)
+        stop = start + per_tuple  # exclusive
+        built = np.clip(np.floor(np.minimum(built_until, 1e300) / self.slide + 1e-9),
+                        np.iinfo(np.int64).min // 2, np.iinfo(np.int64).max // 2).astype(np.int64)
+        cut = np.clip(built + 1, start, stop)  # the ends before ``cut`` had been built
+        self._extend(int(start.min()), int(stop.max()))
+        self.missing += self._ranges(start, cut)
+        self.received += self._ranges(cut, stop)
+
+    def coverage(self, end: float) -> float | None:
+        """N_rcv / (N_rcv + N_miss) of the window ending at ``end``; None where it holds no tuple."""
+        j = round(end / self.slide) - self.first
+        if not 0 <= j < self.received.size:
+            return None
+        total = self.received[j] + self.missing[j]
+        return float(self.received[j] / total) if total else None
+
+    def purge(self, before: float) -> None:
+        """Forget the windows ending before ``before`` (Ji purges those before T − MaxD)."""
+        drop = min(max(math.floor(before / self.slide + 1e-9) - self.first, 0),
+                   self.received.size)
+        self.received, self.missing = self.received[drop:], self.missing[drop:]
+        self.first += drop
+
+    def _extend(self, low: int, high: int) -> None:
+        if not self.received.size:
+            self.first = low
+        before, after = max(self.first - low, 0), max(high - (self.first + self.received.size), 0)
+        if before or after:
+            self.received = np.pad(self.received, (before, after))
+            self.missing = np.pad(self.missing, (before, after))
+            self.first -= before
+
+    def _ranges(self, start: np.ndarray, stop: np.ndarray) -> np.ndarray:
+        """How many of the ranges [start, stop) of end indices cover each end held."""
+        steps = np.zeros(self.received.size + 1, np.int64)
+        np.add.at(steps, start - self.first, 1)
+        np.add.at(steps, stop - self.first, -1)
+        return np.cumsum(steps[:-1])
+
+
+def retrospect(out_of_order_delays: np.ndarray, q: float = RETROSPECT) -> float:
+    """M, Alg. 4.3 line 1: the q-quantile of the delays of the out-of-order tuples so far (0
+    before there are any)."""
+    delays = np.asarray(out_of_order_delays, dtype=np.float64)
+    return float(np.quantile(delays, q)) if delays.size else 0.0
+
+
+def measured(counts: WindowCounts, high_water: float, lookback: float) -> float | None:
+    """Cvrg(w), Alg. 4.3 lines 2–4: the coverage of the window whose end is the latest at or
+    before ``high_water`` less ``lookback`` (M), as counted so far."""
+    end = math.floor((high_water - lookback) / counts.slide + 1e-9) * counts.slide
+    return counts.coverage(end)
