@@ -11,6 +11,7 @@ from kslack import coverage
 from kslack.adaptation import PdAdt, am_adt
 from kslack.delays import after_buffer, arrival_delays, coarse, histogram
 from kslack.measured import WindowCounts, measured, retrospect
+from kslack.statistics import MOST_CHUNKS, StatisticsWindow
 
 RNG_SEED = 35
 
@@ -157,3 +158,37 @@ def test_alg_4_3_reads_the_window_as_old_as_the_q_quantile_of_the_delays():
     assert measured(counts, 1.35, lookback) == 1.0
     assert measured(counts, 0.85, lookback) == pytest.approx(0.5)  # the one at 0.5: 1 of 2
     assert retrospect(np.array([])) == 0.0
+
+
+def delay_chunks(rng, chunks: int, mean_delay: float, size: int = 1_000) -> list[np.ndarray]:
+    """Chunks of delays: 30 % of the tuples late by an exponential delay of that mean."""
+    return [np.where(rng.random(size) < 0.3, rng.exponential(mean_delay, size), 0.0)
+            for _ in range(chunks)]
+
+
+def test_adwin_keeps_a_steady_streams_delays_and_drops_them_when_they_change():
+    rng = np.random.default_rng(RNG_SEED)
+    steady = StatisticsWindow()
+    kept = delay_chunks(rng, 200, 0.05)
+    assert sum(steady.add(d) for d in kept) == 0  # no change, no cut
+    assert steady.histogram() == pytest.approx(histogram(np.concatenate(kept)))
+    assert steady.max_delay() == max(d.max() for d in kept)
+    # The delays quadruple after 100 chunks: the window comes to hold the new ones only.
+    changing = StatisticsWindow()
+    for d in delay_chunks(rng, 100, 0.05):
+        changing.add(d)
+    after = delay_chunks(rng, 50, 0.2)
+    dropped = [changing.add(d) for d in after]
+    # Every older chunk goes within three of the new ones, and no new one goes.
+    assert sum(dropped[:3]) == 100 and sum(dropped) == 100
+    assert len(changing.chunks) == 50
+    newer = histogram(np.concatenate(after[-len(changing.chunks):]))
+    assert changing.histogram() == pytest.approx(newer)
+
+
+def test_adwin_merges_its_oldest_chunks_beyond_its_bound():
+    rng = np.random.default_rng(RNG_SEED)
+    window = StatisticsWindow()
+    for d in delay_chunks(rng, MOST_CHUNKS + 88, 0.05, size=100):
+        window.add(d)
+    assert len(window.chunks) == MOST_CHUNKS and window.tuples == (MOST_CHUNKS + 88) * 100

@@ -1,0 +1,107 @@
+"""The Statistics Manager's window R_stat over a stream's recent delays (Ji Sec. 3.4.1), sized
+by ADWIN (Bifet and Gavaldà, SDM 2007, as Ji cites [BG07]): it grows while the delays keep their
+mean, and drops its older part when that part's mean delay differs from the newer part's by
+more than chance allows, so that K follows a change in the disorder instead of averaging it away.
+
+The window is a list of chunks, one per unit of the stream that the caller adds (a landed file,
+a second of event time: units that wall time does not decide, so that a resumed run keeps the
+same window and makes the same decisions). Each chunk keeps the count, sum and sum of squares of
+its delays and the histogram of their coarse-grained values, so that cuts are tested at chunk
+boundaries and the histogram f_D of the window is the sum of its chunks'.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kslack.delays import GRANULARITY, coarse
+
+# ADWIN's confidence δ (Bifet and Gavaldà's experiments, and MOA's and River's default).
+CHANGE_CONFIDENCE = 0.002
+MOST_CHUNKS = 512  # beyond it the two oldest merge: older parts are tested more coarsely
+
+
+@dataclass
+class Chunk:
+    count: int
+    total: float
+    squares: float
+    counts: np.ndarray  # per coarse-grained delay
+    largest: float
+
+    @classmethod
+    def of(cls, delays: np.ndarray, granularity: float) -> Chunk:
+        delays = np.asarray(delays, dtype=np.float64)
+        return cls(int(delays.size), float(delays.sum()), float(np.square(delays).sum()),
+                   np.bincount(coarse(delays, granularity)), float(delays.max(initial=0.0)))
+
+    def __add__(self, other: Chunk) -> Chunk:
+        size = max(self.counts.size, other.counts.size)
+        return Chunk(self.count + other.count, self.total + other.total,
+                     self.squares + other.squares,
+                     np.pad(self.counts, (0, size - self.counts.size))
+                     + np.pad(other.counts, (0, size - other.counts.size)),
+                     max(self.largest, other.largest))
+
+
+@dataclass
+class StatisticsWindow:
+    """R_stat: the recent delays of one stream, in chunks, cut by ADWIN."""
+
+    granularity: float = GRANULARITY
+    confidence: float = CHANGE_CONFIDENCE
+    chunks: list[Chunk] = field(default_factory=list)
+
+    def add(self, delays: np.ndarray) -> int:
+        """Add one unit's delays (seconds) and cut the window where its mean changed; returns the
+        chunks dropped."""
+        if not np.asarray(delays).size:
+            return 0
+        self.chunks.append(Chunk.of(delays, self.granularity))
+        if len(self.chunks) > MOST_CHUNKS:
+            self.chunks[:2] = [self.chunks[0] + self.chunks[1]]
+        dropped = 0
+        while (cut := self._cut()) is not None:
+            del self.chunks[:cut]
+            dropped += cut
+        return dropped
+
+    @property
+    def tuples(self) -> int:
+        return sum(c.count for c in self.chunks)
+
+    def histogram(self) -> np.ndarray:
+        """f_D over the window (``delays.histogram``'s, from the chunks' counts)."""
+        if not self.chunks:
+            return np.ones(1)
+        whole = sum(self.chunks[1:], self.chunks[0])
+        return whole.counts / whole.count
+
+    def max_delay(self) -> float:
+        """MaxD^R: the largest delay in the window (Alg. 4.4 line 1)."""
+        return max((c.largest for c in self.chunks), default=0.0)
+
+    def _cut(self) -> int | None:
+        """The number of oldest chunks to drop: the first boundary where the older part's mean
+        delay and the newer part's differ by more than ADWIN's ε_cut,
+
+            ε_cut = sqrt(2 · σ²_W · ln(2/δ') / m) + 2 · ln(2/δ') / (3 · m),
+            1/m = 1/n₀ + 1/n₁, δ' = δ / ln n,
+
+        n being the window's tuples, σ²_W their variance, n₀ and n₁ the parts'; None if none."""
+        counts = np.array([c.count for c in self.chunks], dtype=np.float64)
+        totals = np.array([c.total for c in self.chunks])
+        n = counts.sum()
+        if len(self.chunks) < 2 or n < 3:
+            return None
+        variance = max(sum(c.squares for c in self.chunks) / n - (totals.sum() / n) ** 2, 0.0)
+        log_term = math.log(2 * math.log(n) / self.confidence)
+        n0, s0 = np.cumsum(counts)[:-1], np.cumsum(totals)[:-1]
+        n1, s1 = n - n0, totals.sum() - s0
+        inverse_m = 1 / n0 + 1 / n1
+        cut = (np.sqrt(2 * variance * log_term * inverse_m) + 2 / 3 * log_term * inverse_m)
+        changed = np.flatnonzero(np.abs(s0 / n0 - s1 / n1) > cut)
+        return int(changed[0]) + 1 if changed.size else None
