@@ -33,8 +33,12 @@ import time
 from pathlib import Path
 
 import duckdb
+import numpy as np
+import polars as pl
 
+from benchmarking.verify import TOLERANCE
 from columnar.stacks import Stacks
+from workload.smart_plugs import SmartPlugs
 
 RESULTS = Path(__file__).resolve().parent / "results"
 KEYS = ("house_id", "household_id", "plug_id")
@@ -98,10 +102,6 @@ def drift(days: float, readings: int, width: int = 300) -> dict:
     """One plug's 1-s load partials over ``days`` (``readings`` a second), its 5-minute windows
     summed by merging the window's partials and by adding the entering and subtracting the
     leaving one."""
-    import numpy as np
-    import polars as pl
-
-    from workload.smart_plugs import SmartPlugs
     span = int(days * 86400)
     plug = SmartPlugs(rate=readings, houses=1, households_per_house=1, plugs=1)
     loads = pl.from_arrow(plug.between(0, span)).filter(pl.col("property") == 1)
@@ -124,7 +124,7 @@ def drift(days: float, readings: int, width: int = 300) -> dict:
     return {"days": days, "readings_per_second": readings, "windows": len(merged),
             "largest_window_sum": max(merged), "largest_difference": worst,
             "off_windows": len(zero), "largest_off_residue": max(zero, default=0.0),
-            "tolerance_at_zero": 1e-9}
+            "tolerance_at_zero": TOLERANCE}
 
 
 def main() -> None:

@@ -21,11 +21,17 @@ def arrival_delays(ts: np.ndarray) -> np.ndarray:
     return np.maximum.accumulate(ts) - ts if ts.size else ts
 
 
+def units(x: float | np.ndarray, unit: float, *, up: bool) -> np.ndarray:
+    """How many ``unit``s ``x`` makes (seconds in granules, in slides), rounded up or down; a
+    quotient within 1e-9 of a whole number counts as it, whatever the division's last bit
+    (0.07 / 0.01 is 7.000000000000001 in binary floating point). Floats: ±inf stays."""
+    quotient = np.asarray(x, dtype=np.float64) / unit
+    return np.ceil(quotient - 1e-9) if up else np.floor(quotient + 1e-9)
+
+
 def coarse(delays: np.ndarray, granularity: float = GRANULARITY) -> np.ndarray:
-    """The coarse-grained delays D of ``delays`` (Sec. 3.4.1): 0 for none, else ⌈delay / g⌉.
-    A delay of whole granules is that many, whatever the division's last bit (0.07 / 0.01 is
-    7.000000000000001 in binary floating point)."""
-    return np.ceil(np.asarray(delays, dtype=np.float64) / granularity - 1e-9).astype(np.int64)
+    """The coarse-grained delays D of ``delays`` (Sec. 3.4.1): 0 for none, else ⌈delay / g⌉."""
+    return units(delays, granularity, up=True).astype(np.int64)
 
 
 def histogram(delays: np.ndarray, granularity: float = GRANULARITY) -> np.ndarray:

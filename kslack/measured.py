@@ -10,10 +10,11 @@ seen so far: old enough to be nearly settled, recent enough to say how the strea
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from kslack.delays import units
 
 # Ji's Table 4.2: the retrospect parameter q.
 RETROSPECT = 0.99
@@ -40,10 +41,10 @@ class WindowCounts:
             return
         per_tuple = round(self.window / self.slide)  # the windows each tuple belongs to
         # The first end at or after a timestamp; a window (e − W, e] holds ts when e ≥ ts.
-        start = np.ceil(ts / self.slide - 1e-9).astype(np.int64)
+        start = units(ts, self.slide, up=True).astype(np.int64)
         stop = start + per_tuple  # exclusive
-        built = np.clip(np.floor(np.minimum(built_until, 1e300) / self.slide + 1e-9),
-                        np.iinfo(np.int64).min // 2, np.iinfo(np.int64).max // 2).astype(np.int64)
+        built = np.clip(units(built_until, self.slide, up=False), np.iinfo(np.int64).min // 2,
+                        np.iinfo(np.int64).max // 2).astype(np.int64)  # ±inf: none, or all
         cut = np.clip(built + 1, start, stop)  # the ends before ``cut`` had been built
         self._extend(int(start.min()), int(stop.max()))
         self.missing += self._ranges(start, cut)
@@ -59,7 +60,7 @@ class WindowCounts:
 
     def purge(self, before: float) -> None:
         """Forget the windows ending before ``before`` (Ji purges those before T − MaxD)."""
-        drop = min(max(math.floor(before / self.slide + 1e-9) - self.first, 0),
+        drop = min(max(int(units(before, self.slide, up=False)) - self.first, 0),
                    self.received.size)
         self.received, self.missing = self.received[drop:], self.missing[drop:]
         self.first += drop
@@ -91,5 +92,5 @@ def retrospect(out_of_order_delays: np.ndarray, q: float = RETROSPECT) -> float:
 def measured(counts: WindowCounts, high_water: float, lookback: float) -> float | None:
     """Cvrg(w), Alg. 4.3 lines 2–4: the coverage of the window whose end is the latest at or
     before ``high_water`` less ``lookback`` (M), as counted so far."""
-    end = math.floor((high_water - lookback) / counts.slide + 1e-9) * counts.slide
+    end = float(units(high_water - lookback, counts.slide, up=False)) * counts.slide
     return counts.coverage(end)

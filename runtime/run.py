@@ -47,6 +47,8 @@ _STARTING = threading.Lock()
 ENDED_GRACE = 10.0  # a generated stream waited for after its last batch, seconds
 JVM_EXIT_SECONDS = 10.0  # how long a broken gateway waits for the JVM's launcher to exit
 OWNER = "tandem-run.json"  # in a checkpoint: the store and run it belongs to
+# How a run that a dead or silent engine stopped ends its one line.
+KEPT = "what both engines committed is kept: `--resume` continues from the last checkpoint"
 
 
 @dataclass(frozen=True)
@@ -186,8 +188,7 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
                 if _source_died(cause):
                     raise TandemError(f"Spark's Python stream source stopped during the run "
                                       f"(killed, or out of memory: see the kernel's log, `dmesg`, "
-                                      f"and {log}); what both engines committed is kept: "
-                                      "`--resume` continues from the last checkpoint")
+                                      f"and {log}); {KEPT}")
                 full = "No space left on device" in str(cause)
                 raise TandemError(f"{'a disk is full' if full else 'the Spark query failed'}: "
                                   f"{_reason(cause)} (details in {log}; "
@@ -199,14 +200,12 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
             if isinstance(err, Py4JJavaError) or jvm_alive(spark, wait=JVM_EXIT_SECONDS):
                 raise
             raise TandemError(f"Spark's JVM stopped during the run (killed, or out of memory: "
-                              f"see {log}); what both engines committed is "
-                              "kept: `--resume` continues from the last checkpoint") from None
+                              f"see {log}); {KEPT}") from None
         except Unanswered:
             kill_jvm(spark)
             raise TandemError(f"Spark's JVM answered no call for {spec.stall_timeout:.0f} s "
                               f"(threads lost to an OutOfMemoryError, or the process stopped: "
-                              f"see {log}), so the run killed it; what both engines committed "
-                              "is kept: `--resume` continues from the last checkpoint") from None
+                              f"see {log}), so the run killed it; {KEPT}") from None
         finally:
             _stop(handle, spark)
             bridge.close()

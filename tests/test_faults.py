@@ -78,6 +78,14 @@ def test_a_store_locked_by_another_process(tmp_path, catalog, profile, reliabili
                           "the DuckDB file locked by another process")
 
 
+@pytest.fixture
+def landing(tmp_path) -> Path:
+    """Q5's small stream, landed in files of BATCH event seconds."""
+    directory = tmp_path / "landing"
+    SmartPlugs(rate=RATE, **SMALL).write_files(directory, DURATION, file_seconds=BATCH)
+    return directory
+
+
 def run_landing(landing: Path, store: Path, crash: str | None = None, *options: str,
                 placement: str = PLACEMENT):
     """``tandem run`` of Q5 over ``landing`` in a process of its own (the JVM of this test
@@ -114,9 +122,8 @@ def assert_one_line(failed: subprocess.CompletedProcess, words: str) -> None:
 
 
 @GATEWAYS
-def test_the_spark_jvm_dying_mid_run(tmp_path, catalog, profile, reliability, placement):
-    landing = tmp_path / "landing"
-    SmartPlugs(rate=RATE, **SMALL).write_files(landing, DURATION, file_seconds=BATCH)
+def test_the_spark_jvm_dying_mid_run(tmp_path, landing, catalog, profile, reliability,
+                                     placement):
     died = run_landing(landing, tmp_path / "t.duckdb", f"{JVM}:3", placement=placement)
     assert_one_line(died, "Spark's JVM stopped during the run")
     assert_resumed_exactly(landing, tmp_path / "t.duckdb", catalog, profile, reliability,
@@ -124,9 +131,8 @@ def test_the_spark_jvm_dying_mid_run(tmp_path, catalog, profile, reliability, pl
 
 
 @GATEWAYS
-def test_a_spark_jvm_that_stops_answering(tmp_path, catalog, profile, reliability, placement):
-    landing = tmp_path / "landing"
-    SmartPlugs(rate=RATE, **SMALL).write_files(landing, DURATION, file_seconds=BATCH)
+def test_a_spark_jvm_that_stops_answering(tmp_path, landing, catalog, profile, reliability,
+                                          placement):
     # Without a bound on Spark's answers the run waits for ever (here, for run_landing's timeout).
     stuck = run_landing(landing, tmp_path / "t.duckdb", f"{FROZEN}:3", "--stall-timeout", "20",
                         placement=placement)
@@ -135,11 +141,9 @@ def test_a_spark_jvm_that_stops_answering(tmp_path, catalog, profile, reliabilit
                            "the Spark JVM stops answering", placement)
 
 
-def test_the_python_source_dying_mid_run(tmp_path, catalog, profile, reliability):
+def test_the_python_source_dying_mid_run(tmp_path, landing, catalog, profile, reliability):
     # The landing source's own process (Spark's PythonStreamingSourceRunner), killed as the
     # kernel kills a process out of memory: Spark says only "EOFException", and no cause.
-    landing = tmp_path / "landing"
-    SmartPlugs(rate=RATE, **SMALL).write_files(landing, DURATION, file_seconds=BATCH)
     third = sorted(landing.iterdir())[2].name
     died = run_landing(landing, tmp_path / "t.duckdb", f"{SOURCE}:{third}")
     assert_one_line(died, "Spark's Python stream source stopped during the run")
@@ -175,9 +179,7 @@ def fill_after(commit: Path, filler: Path) -> None:
 
 
 @GATEWAYS
-def test_a_full_disk(tmp_path, small_disk, catalog, profile, reliability, placement):
-    landing = tmp_path / "landing"
-    SmartPlugs(rate=RATE, **SMALL).write_files(landing, DURATION, file_seconds=BATCH)
+def test_a_full_disk(landing, small_disk, catalog, profile, reliability, placement):
     store = small_disk / "t.duckdb"
     filler = small_disk / "filler"
     fill = threading.Thread(target=fill_after, args=(
