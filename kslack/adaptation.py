@@ -8,30 +8,37 @@ controller moves α, K = α · MaxD, by the measured coverage's distance from th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from kslack import coverage
-from kslack.delays import BASIC_WINDOW, GRANULARITY, after_buffer
+from kslack.delays import GRANULARITY, after_buffer, units
 
 # Ji's Table 4.2: the PD controller's weights for sliding-window aggregates.
 PROPORTIONAL, DERIVATIVE = 0.2, 4.0
 
 
-def am_adt(f: np.ndarray, threshold: float, window: float, max_delay: float,
-           basic: float = BASIC_WINDOW, granularity: float = GRANULARITY,
+def am_adt(f: np.ndarray, threshold: float, max_delay: float,
+           covered: Callable[[np.ndarray], float], granularity: float = GRANULARITY,
            sync_slots: int = 0) -> float:
-    """κ, Alg. 4.4: K = 0, g, 2g, … until the expected coverage of the next window (Eq. 4.2,
-    over the delays ``f`` seen in the statistics window, less what a synchronisation buffer's
-    ``sync_slots`` granules handle, Eq. 3.4) reaches ``threshold``, or K passes ``max_delay``,
-    the largest delay seen there (a larger buffer would wait for no tuple)."""
-    slots = 0
-    while (slots * granularity <= max_delay
-           and coverage.expected(after_buffer(f, slots + sync_slots), window, basic,
-                                 granularity) < threshold):
-        slots += 1
-    return slots * granularity
+    """κ, Alg. 4.4: the least K in steps of g whose expected coverage ``covered`` of the
+    delays after the buffer (``f`` the delays seen in the statistics window, less what a
+    buffer of K and a synchronisation buffer's ``sync_slots`` granules handle, Eq. 3.4) reaches
+    ``threshold``, or the first K past ``max_delay``, the largest delay seen there (a larger
+    buffer would wait for no tuple). ``covered``: Eq. (4.2) over a window
+    (``coverage.expected``), or the share admitted where a late tuple misses every window
+    (``coverage.admitted``)."""
+    # The coverage only grows with K, so the least K is bisected: a few evaluations where a
+    # 17-s tail would take 1,700 one granule at a time.
+    low, high = 0, int(units(max_delay, granularity, up=False)) + 1  # K past MaxD: enough
+    while low < high:
+        middle = (low + high) // 2
+        if covered(after_buffer(f, middle + sync_slots)) >= threshold:
+            high = middle
+        else:
+            low = middle + 1
+    return low * granularity
 
 
 @dataclass

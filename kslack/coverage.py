@@ -25,11 +25,24 @@ def expected(f_k: np.ndarray, window: float, basic: float = BASIC_WINDOW,
     Eq. (3.6) sums them; the rate cancels against the window's true count r·W."""
     n = int(units(window, basic, up=True))
     held = np.cumsum(f_k)  # F(x): the share delayed by at most x granules
-    # F((l − 1)·b / g) for l = 1 … n, at once: AM-adt asks this per K it tries, every
+    # F((l − 1)·b / g) for l = 1 … n. Past the largest delay F is the whole, so only the basic
+    # windows that waited less than it are looked up: AM-adt asks this per K it tries, every
     # adaptation, and a 5-minute window has 30,000 basic windows of 10 ms.
-    waited = units(np.arange(n) * basic, granularity, up=False).astype(np.int64)
+    short = min(n, int(units(held.size * granularity, basic, up=True)) + 1)
+    waited = units(np.arange(short) * basic, granularity, up=False).astype(np.int64)
     within = held[np.minimum(waited, held.size - 1)]
-    return float(basic * within[:-1].sum() + (window - (n - 1) * basic) * within[-1]) / window
+    before_last = within[:n - 1].sum() + max(n - 1 - short, 0) * held[-1]
+    last = within[-1] if short == n else held[-1]
+    return float(basic * before_last + (window - (n - 1) * basic) * last) / window
+
+
+def admitted(f_k: np.ndarray) -> float:
+    """The coverage of every window where a tuple the buffer does not hold back is late and
+    misses all its windows, as Tandem quarantines it (docs/design.md, Disorder handling): the
+    share of tuples left no delay after the buffer, f_{D^K}(0) of Eq. (3.4). Ji forwards such
+    a tuple to the windows not yet built, which Eq. (4.2) counts; here the window's length
+    does not help."""
+    return float(f_k[0])
 
 
 def critical_value(confidence_level: float = CONFIDENCE_LEVEL) -> float:

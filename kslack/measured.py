@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kslack.delays import units
+from kslack.delays import GRANULARITY, units
 
 # Ji's Table 4.2: the retrospect parameter q.
 RETROSPECT = 0.99
@@ -40,8 +40,9 @@ class WindowCounts:
         if not ts.size:
             return
         per_tuple = round(self.window / self.slide)  # the windows each tuple belongs to
-        # The first end at or after a timestamp; a window (e − W, e] holds ts when e ≥ ts.
-        start = units(ts, self.slide, up=True).astype(np.int64)
+        # The first end after a timestamp: a window [e − W, e) holds ts when e > ts
+        # (docs/design.md, Semantics).
+        start = units(ts, self.slide, up=False).astype(np.int64) + 1
         stop = start + per_tuple  # exclusive
         built = np.clip(units(built_until, self.slide, up=False), np.iinfo(np.int64).min // 2,
                         np.iinfo(np.int64).max // 2).astype(np.int64)  # ±inf: none, or all
@@ -49,6 +50,15 @@ class WindowCounts:
         self._extend(int(start.min()), int(stop.max()))
         self.missing += self._ranges(start, cut)
         self.received += self._ranges(cut, stop)
+
+    def to_json(self) -> list:
+        return [self.first, self.received.tolist(), self.missing.tolist()]
+
+    @classmethod
+    def from_json(cls, window: float, slide: float, data: list) -> WindowCounts:
+        first, received, missing = data
+        return cls(window, slide, first, np.array(received, np.int64),
+                   np.array(missing, np.int64))
 
     def coverage(self, end: float) -> float | None:
         """N_rcv / (N_rcv + N_miss) of the window ending at ``end``; None where it holds no tuple."""
@@ -82,11 +92,15 @@ class WindowCounts:
         return np.cumsum(steps[:-1])
 
 
-def retrospect(out_of_order_delays: np.ndarray, q: float = RETROSPECT) -> float:
-    """M, Alg. 4.3 line 1: the q-quantile of the delays of the out-of-order tuples so far (0
-    before there are any)."""
-    delays = np.asarray(out_of_order_delays, dtype=np.float64)
-    return float(np.quantile(delays, q)) if delays.size else 0.0
+def retrospect(late: np.ndarray, q: float = RETROSPECT, granularity: float = GRANULARITY
+               ) -> float:
+    """M, Alg. 4.3 line 1: the q-quantile of the delays of the out-of-order tuples so far, from
+    ``late``, their count per coarse-grained delay (``delays.coarse``): a run keeps the counts,
+    not every delay. 0 before there are any."""
+    late = np.asarray(late)
+    if not late.sum():
+        return 0.0
+    return float(np.searchsorted(np.cumsum(late), q * late.sum())) * granularity
 
 
 def measured(counts: WindowCounts, high_water: float, lookback: float) -> float | None:

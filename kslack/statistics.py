@@ -38,6 +38,20 @@ class Chunk:
         return cls(int(delays.size), float(delays.sum()), float(np.square(delays).sum()),
                    np.bincount(coarse(delays, granularity)), float(delays.max(initial=0.0)))
 
+    def to_json(self) -> list:
+        """As stored with a run's progress: the counts sparse (most delays lie in a few
+        granules, the tail in a few more)."""
+        where = np.flatnonzero(self.counts)
+        return [self.count, self.total, self.squares, self.largest, where.tolist(),
+                self.counts[where].tolist()]
+
+    @classmethod
+    def from_json(cls, data: list) -> Chunk:
+        count, total, squares, largest, where, found = data
+        counts = np.zeros(max(where, default=-1) + 1, np.int64)
+        counts[where] = found
+        return cls(count, total, squares, counts, largest)
+
     def __add__(self, other: Chunk) -> Chunk:
         size = max(self.counts.size, other.counts.size)
         return Chunk(self.count + other.count, self.total + other.total,
@@ -55,19 +69,41 @@ class StatisticsWindow:
     confidence: float = CHANGE_CONFIDENCE
     chunks: list[Chunk] = field(default_factory=list)
 
+    def __post_init__(self):
+        # The chunks' counts summed, kept as they come and go: the histogram is asked for at
+        # every decision, and summing 512 chunks each time takes milliseconds.
+        self._counts = np.zeros(0, np.int64)
+        for chunk in self.chunks:
+            self._count(chunk.counts, 1)
+
     def add(self, delays: np.ndarray) -> int:
         """Add one unit's delays (seconds) and cut the window where its mean changed; returns the
         chunks dropped."""
         if not np.asarray(delays).size:
             return 0
         self.chunks.append(Chunk.of(delays, self.granularity))
+        self._count(self.chunks[-1].counts, 1)
         if len(self.chunks) > MOST_CHUNKS:
             self.chunks[:2] = [self.chunks[0] + self.chunks[1]]
         dropped = 0
         while (cut := self._cut()) is not None:
+            for chunk in self.chunks[:cut]:
+                self._count(chunk.counts, -1)
             del self.chunks[:cut]
             dropped += cut
         return dropped
+
+    def _count(self, counts: np.ndarray, sign: int) -> None:
+        if counts.size > self._counts.size:
+            self._counts = np.pad(self._counts, (0, counts.size - self._counts.size))
+        self._counts[:counts.size] += sign * counts
+
+    def to_json(self) -> list:
+        return [c.to_json() for c in self.chunks]
+
+    @classmethod
+    def from_json(cls, data: list, granularity: float = GRANULARITY) -> StatisticsWindow:
+        return cls(granularity, chunks=[Chunk.from_json(c) for c in data])
 
     @property
     def tuples(self) -> int:
@@ -77,8 +113,8 @@ class StatisticsWindow:
         """f_D over the window (``delays.histogram``'s, from the chunks' counts)."""
         if not self.chunks:
             return np.ones(1)
-        whole = sum(self.chunks[1:], self.chunks[0])
-        return whole.counts / whole.count
+        counts = np.trim_zeros(self._counts, "b")
+        return counts / counts.sum()
 
     def max_delay(self) -> float:
         """MaxD^R: the largest delay in the window (Alg. 4.4 line 1)."""

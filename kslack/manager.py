@@ -1,0 +1,221 @@
+"""The Buffer Manager of one query over one stream (Ji Sec. 4.1.2, Alg. 4.1): it keeps the
+statistics of the stream's delays and values, measures the windows' coverage, and sizes the
+K-slack buffer after every unit of the stream.
+
+Ji adapts K at every new instantaneous window. Tandem's stream lands in units (a file), each
+judged as a whole against the watermark of the units before it (``rowstream/by_reference.py``),
+so K is decided at each unit's end, from the units so far, and judges the next one. A decision
+reads the stream's timestamps and values only, never the wall clock: the state after a unit is
+stored with the unit's progress, and a replayed or resumed unit makes the same decision.
+
+The watermark a unit is judged against is the high-water mark in whole milliseconds less K
+(``rowstream/eventtime.py``), never moving back: a K that grows holds back the windows not yet
+evaluated, and a row at or before the watermark of the units before it is late, as with a fixed
+lateness. The window state is the buffer (docs/design.md, Disorder handling).
+
+Policies: ``fixed`` (K = the stream's allowed lateness L, today's), ``none`` and ``max`` (Ji's
+baselines No-K-slack, K = 0, and Max-K-slack, K = the largest delay seen so far, Sec. 4.3.2),
+``am`` and ``pd`` (AM-adt and PD-adt, Sec. 4.1.5 and 4.1.6, for a relative-error requirement).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kslack import coverage
+from kslack.adaptation import PdAdt, am_adt
+from kslack.delays import GRANULARITY, coarse
+from kslack.measured import WindowCounts, measured, retrospect
+from kslack.statistics import StatisticsWindow
+
+POLICIES = ("fixed", "none", "max", "am", "pd")
+ADAPTIVE = ("am", "pd")
+# Ji leaves the warm-up L_warmup open. Until ten seconds of event time have passed, an adaptive
+# policy keeps K at the largest delay seen (Max-K-slack): the statistics are thin, and a result
+# that waits a little longer is better than one that misses its requirement.
+WARMUP = 10.0
+# The units whose values estimate μ, σ² and the tuples per window of Eq. (4.1).
+VALUE_UNITS = 60
+US = 1_000_000
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """An aggregate's result quality (Sec. 4.1.1): a relative error of at most ``max_error``
+    with probability at least ``confidence`` (1 − δ). ``max_error`` 0 asks for every tuple."""
+
+    max_error: float
+    confidence: float = 1 - coverage.CONFIDENCE_LEVEL
+
+    def __post_init__(self):
+        if not 0 <= self.max_error < 1:
+            raise ValueError(f"max_error {self.max_error:g}: give a relative error in [0, 1), "
+                             "such as 0.01 for 1 %")
+        if not 0 < self.confidence < 1:
+            raise ValueError(f"confidence {self.confidence:g}: give a probability in (0, 1), "
+                             "such as 0.95")
+
+    def describe(self) -> str:
+        return (f"relative error ≤ {self.max_error:.4g} with confidence "
+                f"{self.confidence:.4g}")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How one query's K is chosen: ``method`` (``POLICIES``), its requirement (for ``am``
+    and ``pd``), the fixed lateness L, and what of the query Eq. (4.1) needs: its first windowed
+    aggregate's window and slide, and the groups each window's tuples split into."""
+
+    method: str
+    requirement: Requirement | None = None
+    lateness: float = 0.0
+    window: float = 1.0
+    slide: float = 1.0
+    groups: float = 1.0
+    warmup: float = WARMUP
+
+    def __post_init__(self):
+        if self.method not in POLICIES:
+            raise ValueError(f"disorder handling {self.method!r}: give one of "
+                             f"{', '.join(POLICIES)}")
+        if self.method in ADAPTIVE and self.requirement is None:
+            raise ValueError(f"{self.method} sizes K for a result quality: give one "
+                             "(max_error and confidence)")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """K after a unit, and what it was decided from; ``seconds``: how long deciding took (a
+    measurement, not an input)."""
+
+    unit: int
+    k: float
+    high_water: int  # µs
+    watermark: int  # µs: what the next unit is judged against
+    threshold: float | None = None  # Cvrg_thr
+    measured: float | None = None  # the coverage Alg. 4.3 read
+    seconds: float = 0.0
+
+
+@dataclass
+class BufferManager:
+    """The state of one query's K-slack buffer between units (module docstring)."""
+
+    policy: Policy
+    k: float = 0.0
+    units: int = 0
+    high_water: int | None = None  # µs: the local current time, the latest timestamp so far
+    mark: int | None = None  # µs: the watermark the next unit is judged against
+    first: int | None = None  # µs: the first unit's earliest timestamp (the warm-up's start)
+    largest: float = 0.0  # the largest delay so far, seconds (Max-K-slack's K)
+    stats: StatisticsWindow = field(default_factory=StatisticsWindow)
+    counts: WindowCounts | None = None
+    late: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    values: list[list[float]] = field(default_factory=list)  # per unit: n, Σv, Σv², span (s)
+    pd: PdAdt = field(default_factory=PdAdt)
+
+    def __post_init__(self):
+        if self.counts is None:
+            self.counts = WindowCounts(self.policy.window, self.policy.slide)
+        if self.units == 0 and self.policy.method == "fixed":
+            self.k = self.policy.lateness
+
+    def observe(self, ts: np.ndarray, late: np.ndarray, values: np.ndarray | None = None
+                ) -> Decision:
+        """One unit's rows that passed the input suite, in arrival order: timestamps (µs),
+        which were late (quarantined), and, where the requirement is on a column's SUM or AVG,
+        its values. Returns the decision for the next unit."""
+        ts = np.asarray(ts, dtype=np.int64)
+        late = np.asarray(late, dtype=bool)
+        before = self.high_water
+        if ts.size:
+            seen = np.maximum.accumulate(ts if before is None else np.maximum(ts, before))
+            delays = (seen - ts) / US
+            self.stats.add(delays)
+            self.largest = max(self.largest, float(delays.max()))
+            out_of_order = coarse(delays[delays > 0])
+            if out_of_order.size:
+                found = np.bincount(out_of_order)
+                size = max(found.size, self.late.size)
+                self.late = (np.pad(self.late, (0, size - self.late.size))
+                             + np.pad(found, (0, size - found.size)))
+            seconds = ts / US
+            self.counts.add(seconds, np.where(late, np.inf, -np.inf))
+            self.high_water = int(seen[-1])
+            self.first = int(ts.min()) if self.first is None else self.first
+        span = 0.0 if before is None or self.high_water is None else (
+            (self.high_water - before) / US)
+        if values is not None or ts.size:
+            v = np.asarray(values if values is not None else np.ones(ts.size), dtype=np.float64)
+            self.values = [*self.values, [float(v.size), float(v.sum()),
+                                          float(np.square(v).sum()), span]][-VALUE_UNITS:]
+        self.units += 1
+        return self._decide()
+
+    def _decide(self) -> Decision:
+        started = time.perf_counter()
+        method, threshold, found = self.policy.method, None, None
+        if method == "none":
+            self.k = 0.0
+        elif method == "max":
+            self.k = self.largest
+        elif method in ADAPTIVE:
+            if self.high_water is None or (self.high_water - self.first) / US < self.policy.warmup:
+                self.k = self.largest
+            else:
+                threshold = self.threshold()
+                if method == "am":
+                    self.k = am_adt(self.stats.histogram(), threshold,
+                                    self.stats.max_delay(), coverage.admitted)
+                else:
+                    found = measured(self.counts, self.high_water / US, retrospect(self.late))
+                    if found is not None:
+                        self.k = self.pd.size(threshold, found, self.stats.max_delay())
+        if self.high_water is not None:
+            mark = (self.high_water // 1000) * 1000 - round(self.k * US)
+            self.mark = mark if self.mark is None else max(self.mark, mark)
+            # Alg. 4.3 reads windows at most the largest delay old: older counts are done with.
+            self.counts.purge(self.high_water / US - self.largest - self.policy.slide)
+        return Decision(self.units - 1, self.k, self.high_water, self.mark, threshold, found,
+                        time.perf_counter() - started)
+
+    def threshold(self) -> float:
+        """Cvrg_thr, Eq. (4.1), for the requirement over the recent units' values: N the
+        tuples of one group's window, μ and σ² their values' (a COUNT's are all 1)."""
+        units = np.array(self.values).reshape(-1, 4)
+        n, total, squares = units[:, :3].sum(axis=0)
+        if not n:
+            return 1.0
+        # The rate over the units that moved the high-water mark (the first moves none).
+        moved = units[units[:, 3] > 0]
+        rate = moved[:, 0].sum() / moved[:, 3].sum() if moved.size else n
+        mean, requirement = total / n, self.policy.requirement
+        tuples = rate * self.policy.window / self.policy.groups
+        return coverage.sum_threshold(requirement.max_error, tuples, mean,
+                                      max(squares / n - mean * mean, 0.0),
+                                      1 - requirement.confidence)
+
+    def to_json(self) -> dict:
+        """The state after a unit, as a run's progress stores it; ``from_json`` reads it back
+        exactly (JSON keeps a float's every bit)."""
+        return {"k": self.k, "units": self.units, "high_water": self.high_water,
+                "mark": self.mark, "first": self.first, "largest": self.largest,
+                "stats": self.stats.to_json(), "counts": self.counts.to_json(),
+                "late": self.late.tolist(), "values": self.values,
+                "pd": [self.pd.alpha, self.pd.error]}
+
+    @classmethod
+    def from_json(cls, policy: Policy, data: dict | None) -> BufferManager:
+        """The manager after the units ``data`` (``to_json``) saw; a new one for None."""
+        if data is None:
+            return cls(policy)
+        alpha, error = data["pd"]
+        return cls(policy, data["k"], data["units"], data["high_water"], data["mark"],
+                   data["first"], data["largest"],
+                   StatisticsWindow.from_json(data["stats"], GRANULARITY),
+                   WindowCounts.from_json(policy.window, policy.slide, data["counts"]),
+                   np.array(data["late"], np.int64), data["values"],
+                   PdAdt(alpha=alpha, error=error))
