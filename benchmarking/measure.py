@@ -225,10 +225,10 @@ class _LandedFiles(ReferencedFiles):
 
     files: tuple[Path, ...] = ()
 
-    def judge(self, batch_id: int, high_water) -> FileReferences:
+    def judge(self, batch_id: int, high_water, slack: dict | None = None) -> FileReferences:
         first = batch_id * self.files_per_batch
-        return FileReferences(self.schema, self.files[first:first + self.files_per_batch],
-                              high_water, self.lateness, self.slide)
+        return self.references(self.files[first:first + self.files_per_batch], high_water,
+                               slack)
 
 
 def duckdb_alone(plan: Explanation, rate: float, *, warmup: float, measure: float,

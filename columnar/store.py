@@ -7,7 +7,9 @@ Each query has a schema of its own (``q_<name>``) holding
 * ``window_ends``, the window ends of the current evaluation;
 * ``results``: the result rows with the micro-batch that produced them, written so that
   replaying a batch after a restart replaces its rows instead of adding them again;
-* ``progress``, a row per micro-batch;
+* ``progress``, a row per micro-batch (with a K-slack buffer, its state after the batch);
+* ``slack``, with a K-slack buffer, its decision after each unit of the stream
+  (``kslack/manager.py``): K, and the high-water mark and watermark it left;
 * ``run``, the id of the run whose state the schema holds (its Spark checkpoint names it too).
 
 The schema ``tandem_log`` logs the runs (``runs``) and the plans the optimiser chose (``plans``),
@@ -48,6 +50,7 @@ class Progress:
     first_ts: datetime | None = None
     last_end: datetime | None = None
     frontiers: dict[str, datetime] = field(default_factory=dict)
+    slack: dict | None = None  # the K-slack buffer's state (``BufferManager.to_json``)
 
 
 _CONNECTING = threading.Lock()
@@ -178,7 +181,12 @@ class ColumnarStore:
         self._run(f"CREATE SCHEMA IF NOT EXISTS {schema}")
         self._run(f"CREATE TABLE IF NOT EXISTS {schema}.{WINDOW_ENDS} (window_end TIMESTAMP)")
         self._run(f"CREATE TABLE IF NOT EXISTS {schema}.progress (batch_id BIGINT, "
-                  "first_ts TIMESTAMP, last_end TIMESTAMP, frontiers JSON)")
+                  "first_ts TIMESTAMP, last_end TIMESTAMP, frontiers JSON, slack JSON)")
+        # A run's schema from before K-slack buffers resumes with them.
+        self._run(f"ALTER TABLE {schema}.progress ADD COLUMN IF NOT EXISTS slack JSON")
+        self._run(f"CREATE TABLE IF NOT EXISTS {schema}.slack (batch_id BIGINT, unit BIGINT, "
+                  "file VARCHAR, k DOUBLE, high_water TIMESTAMP, watermark TIMESTAMP, "
+                  "threshold DOUBLE, measured DOUBLE, seconds DOUBLE)")
         return schema
 
     def forget(self, query: str) -> None:
@@ -351,13 +359,22 @@ class ColumnarStore:
         schema = schema_name(query)
         rows = self._run(
             f"SELECT first_ts, frontiers, (SELECT max(last_end) FROM {schema}.progress "
-            f"WHERE batch_id < $before) FROM {schema}.progress WHERE batch_id < $before "
+            f"WHERE batch_id < $before), slack FROM {schema}.progress WHERE batch_id < $before "
             "ORDER BY batch_id DESC LIMIT 1", {"before": before})
         if not rows:
             return Progress()
-        first_ts, frontiers, last_end = rows[0]
+        first_ts, frontiers, last_end, slack = rows[0]
         return Progress(first_ts, last_end, {k: datetime.fromisoformat(v)
-                                             for k, v in json.loads(frontiers or "{}").items()})
+                                             for k, v in json.loads(frontiers or "{}").items()},
+                        json.loads(slack) if slack else None)
+
+    def slack(self, query: str) -> list[dict]:
+        """The K-slack buffer's decisions of ``query``'s batches so far, in order: a dict per
+        unit of the ``slack`` table's columns."""
+        cursor = self.con.execute(f"SELECT * FROM {schema_name(query)}.slack "
+                                  "ORDER BY batch_id, unit")
+        names = [c[0] for c in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
     def arrivals(self, query: str) -> int:
         """The micro-batches whose arrival is recorded."""
@@ -379,11 +396,14 @@ class ColumnarStore:
         return batch_id, self.progress(query, before=batch_id + 1)
 
     def arrived(self, query: str, batch_id: int, first_ts: datetime | None,
-                frontiers: dict[str, datetime], results: str | None = None) -> None:
+                frontiers: dict[str, datetime], results: str | None = None,
+                slack: dict | None = None, decisions: Iterable[tuple] = ()) -> None:
         """Record how far a batch's arrivals complete the crossings, once its rows are
-        appended. A replayed batch first takes back what it and later batches committed: their
-        results and progress are evaluated again. ``results``: the query whose results table
-        the batches write (default ``query``; a migrated run's plans share their run's)."""
+        appended, and a K-slack buffer's state after it and decisions (``slack``: the
+        buffer's ``to_json``; ``decisions``: a file's name and its ``Decision`` each). A
+        replayed batch first takes back what it and later batches committed: their results
+        and progress are evaluated again. ``results``: the query whose results table the
+        batches write (default ``query``; a migrated run's plans share their run's)."""
         schema, into = schema_name(query), schema_name(results or query)
         with self._transaction():
             # Asked of the catalog in this transaction's snapshot: the evaluator's connection
@@ -391,9 +411,17 @@ class ColumnarStore:
             if self._exists(into, "results"):
                 self._run(f"DELETE FROM {into}.results WHERE batch_id >= ?", [batch_id])
             self._run(f"DELETE FROM {schema}.progress WHERE batch_id >= ?", [batch_id])
-            self._run(f"INSERT INTO {schema}.progress VALUES (?, ?, NULL, ?)",
+            self._run(f"DELETE FROM {schema}.slack WHERE batch_id >= ?", [batch_id])
+            self._run(f"INSERT INTO {schema}.progress (batch_id, first_ts, last_end, frontiers, "
+                      "slack) VALUES (?, ?, NULL, ?, ?)",
                       [batch_id, first_ts,
-                       json.dumps({k: v.isoformat() for k, v in frontiers.items()})])
+                       json.dumps({k: v.isoformat() for k, v in frontiers.items()}),
+                       None if slack is None else json.dumps(slack)])
+            for name, d in decisions:
+                self._run(f"INSERT INTO {schema}.slack VALUES (?, ?, ?, ?, make_timestamp(?::BIGINT), "
+                          "make_timestamp(?::BIGINT), ?, ?, ?)",
+                          [batch_id, d.unit, name, d.k, d.high_water, d.watermark, d.threshold,
+                           d.measured, d.seconds])
 
     def commit(self, query: str, batch_id: int, rows: pa.Table | None,
                last_end: datetime | None, results: str | None = None) -> int:

@@ -45,10 +45,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
+from kslack.manager import BufferManager, Decision, Policy
 from optimizer.cost import SPLIT
 from optimizer.deployment import Deployment
 from optimizer.logical import Window
-from rowstream.eventtime import EPOCH, admit, watermark
+from rowstream.eventtime import EPOCH, LATE, admit, watermark
 from rowstream.expectations import input_suite, parameters_at, reasons
 from rowstream.gateway import Gateway, Judge
 from rowstream.landing import EXTRA, ROW, csv_frame, is_header, read_landed, typed_frame
@@ -103,6 +104,11 @@ class Read:
     temporary: list[str] = field(default_factory=list)
     views: list[str] = field(default_factory=list)
     python: tuple[str, ...] = ()  # the files read as the Python source reads them
+    # With a K-slack buffer (``FileReferences.slack``): the watermark after the batch, each
+    # file's decision and the buffer's state after it.
+    watermark: datetime | None = None
+    decisions: tuple[tuple[str, Decision], ...] = ()
+    slack: dict | None = None
 
     def close(self, con: duckdb.DuckDBPyConnection) -> None:
         for name in self.temporary:
@@ -133,6 +139,10 @@ class FileReferences(Judge):
     high_water: datetime | None
     lateness: float
     slide: float
+    # A K-slack buffer sized per file (``kslack/manager.py``) instead of the fixed lateness,
+    # as the batches before left it, and the stream column its requirement is on.
+    slack: BufferManager | None = None
+    value: str | None = None
 
     def read(self, con: duckdb.DuckDBPyConnection) -> Read:
         batch = _Batch(self, con)
@@ -158,6 +168,9 @@ class _Batch:
     temporary: list[str] = field(default_factory=list)
     views: list[str] = field(default_factory=list)
     python: list[str] = field(default_factory=list)
+    decisions: list[tuple[str, Decision]] = field(default_factory=list)
+    # The last file's rows for the buffer (``_observe``): times, late, values.
+    _observed: tuple = field(default=(), init=False)
 
     @property
     def schema(self) -> StreamSchema:
@@ -170,10 +183,19 @@ class _Batch:
     def _passed(self, before: int | None) -> None:
         """The high-water mark before the next file is ``before`` (µs): rows at or before its
         watermark (``mark``) are late."""
-        self.before, self.mark = before, watermark(before, self.judge.lateness)
+        slack = self.judge.slack
+        self.before = before
+        self.mark = watermark(before, self.judge.lateness) if slack is None else slack.mark
+
+    @property
+    def allowed(self) -> float:
+        """The lateness the file is judged with: L, or the buffer's K."""
+        return self.judge.lateness if self.judge.slack is None else self.judge.slack.k
 
     def add(self, number: int, path: Path) -> None:
         self._add(number, path)
+        if self.judge.slack is not None:
+            self.decisions.append((path.name, self.judge.slack.observe(*self._observed)))
         last = self.counts[-1][2]
         if last is not None:
             last = (last - EPOCH) // US
@@ -204,6 +226,7 @@ class _Batch:
         if near and not any(failing):
             self.pieces.append(f"SELECT {_columns(self.schema, scan.landed)} FROM {scan.source}")
             self.counts.append((rows, first, last))
+            self._observe(scan, scan.source, "FALSE")
             return
         if scan.row is None:  # CSV read by its fields: only its lines number its rows
             scan = self._csv(number, path)
@@ -259,6 +282,22 @@ class _Batch:
             f"SELECT * FROM {table} WHERE __rule IS NOT NULL OR ({late})").to_arrow_table())
         if failed.height:
             self.quarantined.append(self._reasons(failed, path.name, parameters))
+        self._observe(scan, f"{table} WHERE __rule IS NULL ORDER BY __row", late)
+
+    def _observe(self, scan: _Scan, source: str, late: str) -> None:
+        """For the K-slack buffer: the file's rows that passed the input suite, in the order
+        they landed (DuckDB keeps a scan's order), their times in µs, which came late and the
+        values the requirement is on (``_observed``)."""
+        if self.judge.slack is None:
+            return
+        columns = scan.landed.columns
+        value = self.judge.value
+        found = self.con.execute(
+            f"SELECT epoch_us({columns[self.schema.time_column]}), {late}"
+            + (f", CAST({columns[value]} AS DOUBLE)" if value else "") + f" FROM {source}"
+        ).fetchnumpy()
+        arrays = list(found.values())
+        self._observed = (arrays[0], arrays[1], arrays[2] if value else None)
 
     def _reasons(self, failed: pl.DataFrame, name: str, parameters: dict) -> pl.DataFrame:
         """The quarantined rows of a file judged in DuckDB, worded by the polars suite and the
@@ -272,8 +311,8 @@ class _Batch:
         frame = frame.with_columns(failed["__rule"].alias("rule"))
         frame = frame.with_columns(reasons(input_suite(schema), parameters, pl.col("rule"))
                                    .alias("reason")).select(*schema.names, *EXTRA)
-        frame, _ = admit(frame, self.before, self.judge.lateness, self.judge.slide,
-                         schema.time_column)
+        frame, _ = admit(frame, self.before, self.allowed, self.judge.slide,
+                         schema.time_column, self.mark)
         return frame
 
     def _as_python_reads(self, number: int, path: Path) -> None:
@@ -281,9 +320,15 @@ class _Batch:
         admitted rows cross as Arrow."""
         schema = self.schema
         self.python.append(path.name)
-        frame, _ = admit(read_landed(path, schema), self.before, self.judge.lateness,
-                         self.judge.slide, schema.time_column)
+        frame, _ = admit(read_landed(path, schema), self.before, self.allowed,
+                         self.judge.slide, schema.time_column, self.mark)
         good = frame.filter(pl.col("reason").is_null())
+        if self.judge.slack is not None:
+            judged = frame.filter(pl.col("reason").is_null() | (pl.col("rule") == LATE))
+            value = self.judge.value
+            self._observed = (judged[schema.time_column].dt.epoch("us").to_numpy(),
+                              (judged["rule"] == LATE).fill_null(False).to_numpy(),
+                              judged[value].cast(pl.Float64).to_numpy() if value else None)
         self.quarantined.append(frame.filter(pl.col("reason").is_not_null()))
         view = f"__landed_{number}"
         self.views.append(view)
@@ -360,9 +405,13 @@ class _Batch:
         empty = (f"SELECT {', '.join(f'NULL::{t} AS {identifier(c)}' for c, t in schema.columns)}"
                  " WHERE FALSE")
         high_water = None if self.before is None else _instant(self.before)
+        slack = self.judge.slack
         return Read(" UNION ALL ".join(self.pieces) or empty, tuples, min(firsts, default=None),
                     latest, _quarantined(self.quarantined, schema), high_water, self.temporary,
-                    self.views, tuple(self.python))
+                    self.views, tuple(self.python),
+                    *(() if slack is None else
+                      (None if slack.mark is None else _instant(slack.mark),
+                       tuple(self.decisions), slack.to_json())))
 
 
 def _quarantined(frames: list[pl.DataFrame], schema: StreamSchema) -> pa.Table:
@@ -518,6 +567,10 @@ class ReferencedFiles(Gateway):
     lateness: float
     slide: float
     files_per_batch: int = 1
+    # Quality-driven disorder handling: how K is sized, and the stream column whose values
+    # the requirement is on (None: a COUNT's); None: the fixed lateness.
+    policy: Policy | None = None
+    value: str | None = None
 
     def stream(self, spark: SparkSession) -> DataFrame:
         """Spark's file source over the landing directory, up to ``files_per_batch`` files per
@@ -529,6 +582,14 @@ class ReferencedFiles(Gateway):
         return (reader.schema(read_ddl(self.schema)).option("pathGlobFilter", "*.parquet")
                 .parquet(path))
 
-    def judge(self, batch_id: int, high_water: datetime | None) -> FileReferences:
-        return FileReferences(self.schema, tuple(files_of(self.checkpoint, batch_id)),
-                              high_water, self.lateness, self.slide)
+    def judge(self, batch_id: int, high_water: datetime | None,
+              slack: dict | None = None) -> FileReferences:
+        return self.references(tuple(files_of(self.checkpoint, batch_id)), high_water, slack)
+
+    def references(self, files: tuple[Path, ...], high_water: datetime | None,
+                   slack: dict | None) -> FileReferences:
+        """The judge of a batch of ``files``, after the batches that left the high-water mark
+        ``high_water`` and the K-slack buffer's state ``slack``."""
+        return FileReferences(self.schema, files, high_water, self.lateness, self.slide,
+                              None if self.policy is None else
+                              BufferManager.from_json(self.policy, slack), self.value)

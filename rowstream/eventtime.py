@@ -33,11 +33,14 @@ def watermark(high_water_us: int | None, lateness: float) -> int | None:
 
 
 def admit(frame: pl.DataFrame, high_water_us: int | None, lateness: float,
-          slide: float, time_column: str) -> tuple[pl.DataFrame, int | None]:
+          slide: float, time_column: str, mark: int | None = None
+          ) -> tuple[pl.DataFrame, int | None]:
     """Mark the late rows of a micro-batch (``time_column``, ``reason``, ``rule`` columns; rows
-    with a reason are already quarantined) against the high-water mark of the batches before it.
-    Returns the rows and the high-water mark after the batch."""
-    mark = watermark(high_water_us, lateness)
+    with a reason are already quarantined) against the high-water mark of the batches before it
+    and its watermark (``mark``, by default the high-water mark less ``lateness``; a K-slack
+    buffer's never moves back, ``kslack/manager.py``). Returns the rows and the high-water mark
+    after the batch."""
+    mark = watermark(high_water_us, lateness) if mark is None else mark
     if mark is not None:
         ts = pl.col(time_column).dt.epoch("us")
         step = round(slide * US)

@@ -129,9 +129,11 @@ class Gateway(ABC):
     def stream(self, spark: SparkSession) -> DataFrame:
         """The streaming DataFrame Spark reads (``schema.rows``, and ``judged``)."""
 
-    def judge(self, batch_id: int, high_water: datetime | None) -> Judge:
+    def judge(self, batch_id: int, high_water: datetime | None,
+              slack: dict | None = None) -> Judge:
         """The judge of micro-batch ``batch_id`` (the gateway's own numbering, from 0), given the
-        high-water mark of the batches before it (the last verdict's)."""
+        high-water mark of the batches before it (the last verdict's) and, for a gateway that
+        sizes a K-slack buffer (``by_reference``), the buffer's state they left."""
         return Judge(self.schema)
 
 

@@ -430,7 +430,8 @@ class Mig:
         they complete the crossings."""
         before = self.store.progress(self.query, before=batch_id)
         frontiers = dict(before.frontiers)
-        judge = self.gateway.judge(batch_id - self.batch_base, frontiers.get(HIGH_WATER))
+        judge = self.gateway.judge(batch_id - self.batch_base, frontiers.get(HIGH_WATER),
+                                   before.slack)
         partials: dict[PaneTable, pa.Table] = {}
         if self.gateway.by_reference:
             spread, got = None, self._read(judge)
@@ -446,7 +447,11 @@ class Mig:
             spread, got = None, self._collect(batch, judge)
         if got.high_water is not None:
             frontiers[HIGH_WATER] = got.high_water
-        if got.latest is not None:  # the stream is complete up to its watermark
+        slack = got.read.slack if got.read is not None else None
+        if slack is not None:  # a K-slack buffer's watermark (``kslack/manager.py``)
+            if got.read.watermark is not None:
+                frontiers[STREAM] = max(got.read.watermark, frontiers.get(STREAM, EPOCH))
+        elif got.latest is not None:  # the stream is complete up to its watermark
             mark = watermark((got.latest - EPOCH) // timedelta(microseconds=1), self.lateness)
             frontiers[STREAM] = max(EPOCH + timedelta(microseconds=mark),
                                     frontiers.get(STREAM, EPOCH))
@@ -504,7 +509,8 @@ class Mig:
         if spread is not None:
             spread.unpersist()
         with self._releasing:
-            self.store.arrived(self.query, batch_id, first_ts, frontiers, self.results)
+            self.store.arrived(self.query, batch_id, first_ts, frontiers, self.results, slack,
+                               got.read.decisions if slack is not None else ())
         return Arrival(batch_id, started, got.tuples, got.latest, Quarantined.of(got.quarantined),
                        first_ts, frontiers, results, ends, partitioned, crossed, groups,
                        {SPARK_PART: time.perf_counter() - started})

@@ -270,7 +270,8 @@ class NativeFiles(Gateway):
             spark.conf.set(name, value)
         return native_stream(spark, self.schema, self.directory)
 
-    def judge(self, batch_id: int, high_water: datetime | None) -> NativeJudge:
+    def judge(self, batch_id: int, high_water: datetime | None,
+              slack: dict | None = None) -> NativeJudge:
         return NativeJudge(self.schema, tuple(files_of(self.checkpoint, batch_id)), high_water,
                            self.lateness, self.slide)
 

@@ -12,6 +12,7 @@ from optimizer.cost import FILES_PER_BATCH
 from optimizer.errors import TandemError
 from optimizer.logical import post_order
 from runtime import settings
+from runtime.quality import Quality, stated
 
 MEMORY_UNITS = {"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
                 "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
@@ -38,6 +39,7 @@ class Explanation:
     profile: Path
     optimization: Optimization
     fragments: list[Fragment]
+    quality: Quality = Quality()  # the result quality the query states (runtime/quality.py)
 
     def to_json(self) -> dict:
         o = self.optimization
@@ -82,6 +84,7 @@ class Explanation:
             "phase_two_ms": o.phase_two_ms,
             "optimization_ms": o.optimization_ms,
             "duckdb_sql": {f.id: f.sql for f in self.fragments},
+            "quality": self.quality.to_json(),
         }
 
 
@@ -113,4 +116,5 @@ def explain(query: str, *, rate: float | None = None, catalog: str | None = None
                       rate, placement=placement, feasibility=feasibility, memory_budget=budget,
                       exhaustive_check=exhaustive, files_per_batch=files_per_batch,
                       **({} if decompose else {"decompose_above": None}))
-    return Explanation(query_file, catalog_file, profile_file, result, fragments(result.plan))
+    return Explanation(query_file, catalog_file, profile_file, result, fragments(result.plan),
+                       stated(query_file, catalog_file))

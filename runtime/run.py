@@ -38,6 +38,7 @@ from rowstream.mig import EPOCH, BatchReport, Mig, Transfers
 from rowstream.native import NativeFiles, fits, native_format
 from rowstream.session import jvm_log, spark_session
 from runtime.explain import Explanation, explain
+from runtime.quality import describe_slack, policy, slack_summary
 from runtime.settings import spark_log_path, spark_master
 from runtime.spec import RunSpec, Takeover
 from workload.schema import StreamSchema
@@ -70,6 +71,8 @@ class RunSummary:
     # read their files, rowstream/by_reference.py), "native" (Spark's own Parquet or text
     # source, rowstream/native.py) or "python" (the landing directory's Python data source).
     gateway: str = "generator"
+    # With a K-slack buffer: the quality stated and K over the run (``slack_summary``).
+    slack: dict | None = None
 
     @property
     def throughput(self) -> float:
@@ -123,6 +126,8 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
         raise TandemError("the query only windows a stream: give it an operator to run")
     streams = catalog_streams(explanation)
     lateness = default_lateness(streams) if spec.lateness is None else spec.lateness
+    quality = explanation.quality.overridden(disorder=spec.disorder, max_error=spec.max_error,
+                                             confidence=spec.confidence)
     deployment = deploy(physical)
     checkpoint = Path(spec.checkpoint) if spec.checkpoint else default_checkpoint(store, name)
     with ColumnarStore(store) as columnar:
@@ -141,6 +146,16 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
             final_end = min(final_end or spec.last_end, spec.last_end)
         gateway = _gateway(kind, spec, schema, physical.logical.root, lateness=lateness,
                            checkpoint=checkpoint)
+        if quality.disorder != "fixed":
+            if kind != "reference":
+                raise TandemError(
+                    f"K-slack buffers ({quality.describe()}) are sized over landed files that "
+                    f"DuckDB reads by reference, and this run reads {spec.source} by "
+                    f"{kind}: give a landing directory and a plan all in DuckDB "
+                    "(--placement duckdb), or no quality")
+            gateway = replace(gateway, **dict(zip(
+                ("policy", "value"), policy(quality, physical.logical, streams[0], lateness),
+                strict=True)))
 
         with _STARTING:  # concurrent runs (tandem verify --parallel) name their queries apart
             spark = spark_session(log=spark_log_path(store), master=spark_master())
@@ -216,7 +231,8 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
                              Quarantined.total_of(r.quarantined for r in reports),
                              sum(dropped.values()), lateness, wall, bridge.transfers,
                              str(store), f"{schema_name(takeover.results if takeover else name)}.results",
-                             gateway.name)
+                             gateway.name, slack_summary(quality, columnar.slack(name))
+                             if quality.disorder != "fixed" else None)
         columnar.record("runs", {
             "query": name, "logged_at": datetime.now(UTC).replace(tzinfo=None),
             "source": spec.source, "placement": physical.placement, "tuples": summary.tuples,
@@ -250,9 +266,11 @@ def describe(summary: dict) -> str:
     return (f"{summary['query']} ({placed}): {summary['tuples']:,} tuples in "
             f"{summary['wall_seconds']:.1f} s ({summary['throughput']:,.0f} tuples/s), "
             f"{summary['window_ends']:,} slides, {summary['result_rows']:,} result rows, "
-            f"{summary['quarantined']:,} quarantined ({summary['late']:,} late, lateness "
-            f"{summary['lateness']:g} s{by_rule(summary['rules'])}); results in {summary['results_table']} "
+            f"{summary['quarantined']:,} quarantined ({summary['late']:,} late, "
+            + ("K-slack" if summary.get("slack") else f"lateness {summary['lateness']:g} s")
+            + f"{by_rule(summary['rules'])}); results in {summary['results_table']} "
             f"of {summary['store']}"
+            + (f"; {describe_slack(summary['slack'])}" if summary.get("slack") else "")
             + "".join(f"; migration {m['number']} ({m['strategy']}): {m['reason']}"
                       for m in summary.get("migrations", [])))
 

@@ -50,6 +50,15 @@ FilesPerBatch = Annotated[int, typer.Option(min=1, help="The most landed files a
 Lateness = Annotated[float | None, typer.Option(
     min=0.0, help="Allowed lateness L, seconds: later readings go to the quarantine; windows "
     "are evaluated L after their end (default: the catalog's, 5 s for queries/).")]
+Disorder = Annotated[str | None, typer.Option(
+    help="How the K-slack buffer is sized: fixed (K = the allowed lateness), none (K = 0), max "
+    "(the largest delay so far), am or pd (AM-adt, PD-adt: the least K that meets the result "
+    "quality; Ji ch. 4). Default: am where the query states a quality, else fixed.")]
+MaxError = Annotated[float | None, typer.Option(
+    min=0.0, max=1.0, help="The result quality: a relative error of at most this (0.01: 1 %), "
+    "over the query's QUALITY hint or catalog entry; K is sized to meet it.")]
+Confidence = Annotated[float | None, typer.Option(
+    min=0.0, max=1.0, help="With --max-error: the probability of meeting it (default 0.95).")]
 
 
 @contextmanager
@@ -197,6 +206,9 @@ def run_command(
     resume: Annotated[bool, typer.Option(help="Continue from the checkpoint of an earlier run.")] = False,
     spark_design: Annotated[str, typer.Option(help="How a pure-Spark plan runs: built-in, panes or buckets (docs/execution.md).")] = "built-in",
     lateness: Lateness = None,
+    disorder: Disorder = None,
+    max_error: MaxError = None,
+    confidence: Confidence = None,
     stall_timeout: Annotated[float, typer.Option(min=1.0, help="Stop with an error when no micro-batch finishes for this long, seconds.")] = 600.0,
     gateway: Annotated[str, typer.Option(help="How a landing directory is read: auto (DuckDB reads the files by reference, else Spark's own file source, where either fits), reference, native or python (docs/execution.md).")] = "auto",
     files_per_batch: FilesPerBatch = FILES_PER_BATCH,
@@ -206,6 +218,7 @@ def run_command(
 ) -> None:
     """Optimise QUERY (unless --placement forces a plan), deploy it on Spark and DuckDB, run it."""
     from runtime.migration import parse_migrate_at, refuse_unreplayable, run_adaptive
+    from runtime.quality import describe_slack
     from runtime.run import by_rule, landing_format, run  # imports Spark: only to run
     from runtime.settings import spark_log_path, store_path
     from runtime.spec import RunSpec
@@ -225,6 +238,7 @@ def run_command(
         spec = RunSpec(query, placement=placement, rate=rate, duration=duration, batch=batch,
                        source=source, catalog=catalog, profile=profile, store=store,
                        resume=resume, spark_design=spark_design, lateness=lateness,
+                       disorder=disorder, max_error=max_error, confidence=confidence,
                        stall_timeout=stall_timeout, gateway=gateway,
                        files_per_batch=files_per_batch, steps=rate_steps)
     with user_errors(query):
@@ -285,10 +299,14 @@ def run_command(
         f"[bold]done[/]: {summary.tuples:,} tuples in {summary.wall_seconds:.1f} s "
         f"({summary.throughput:,.0f} tuples/s), {summary.window_ends:,} slides, "
         f"{summary.result_rows:,} result rows, {summary.quarantined.total:,} quarantined rows "
-        f"({summary.quarantined.late:,} later than the allowed lateness of {summary.lateness:g} "
-        f"s; Spark dropped {summary.dropped_by_watermark:,} by its watermark"
+        f"({summary.quarantined.late:,} later than "
+        + ("the K-slack buffer waited" if summary.slack else
+           f"the allowed lateness of {summary.lateness:g} s")
+        + f"; Spark dropped {summary.dropped_by_watermark:,} by its watermark"
         f"{by_rule(summary.quarantined.rules)}).")
     transfers = summary.transfers
+    if summary.slack:
+        console.print(f"K-slack: {describe_slack(summary.slack)}.", highlight=False)
     console.print(f"Read by {READERS[summary.gateway]}.", highlight=False)
     console.print(f"Moved to DuckDB: {transfers.to_duckdb_tuples:,} tuples "
                   f"({_bytes(transfers.to_duckdb_bytes)}); back to Spark: "
@@ -563,6 +581,7 @@ def render(result: Explanation) -> None:
         f" in {o.subplans} subplans" if o.subplans > 1 else ""))
     summary.add_row("optimisation time", f"{o.optimization_ms:.1f} ms (phase one "
                     f"{o.phase_one_ms:.1f} ms, phase two {o.phase_two_ms:.1f} ms)")
+    summary.add_row("result quality", escape(result.quality.describe()))
     console.print(summary)
     for fragment in result.fragments:
         console.print(f"\n[{ENGINE_STYLE['duckdb']}]{fragment.id}[/] DuckDB SQL "

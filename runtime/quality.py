@@ -1,0 +1,182 @@
+"""The result quality a query states, and the K-slack buffer that meets it (docs/design.md,
+Disorder handling; Ji ch. 4).
+
+A query states its quality in its SQL, as a hint anywhere in the text,
+
+    /*+ QUALITY(max_error = 0.01, confidence = 0.95) */
+
+or in its catalog entry, ``[queries.<name>]`` with the same keys; a run's options (the CLI's
+``--max-error``, ``--confidence`` and ``--disorder``, a DAG's parameters) override both. Keys:
+``max_error`` (ε_thr, a relative error), ``confidence`` (1 − δ), and ``disorder``, how K is
+sized (``kslack.manager.POLICIES``): by default AM-adt where a requirement is stated, else the
+stream's fixed allowed lateness.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from sqlglot import exp
+
+from kslack.manager import ADAPTIVE, POLICIES, Policy, Requirement
+from optimizer.catalog import Stream
+from optimizer.errors import TandemError
+from optimizer.logical import Aggregate, LogicalPlan, post_order, source_window, windows
+from optimizer.tomlfile import read_toml
+
+HINT = re.compile(r"/\*\+\s*QUALITY\s*\((?P<body>[^)]*)\)\s*\*/", re.IGNORECASE)
+# The aggregates whose error Eq. (4.1) models: a SUM's, an AVG's (a ratio of two SUMs, whose
+# error the SUM's bounds) and a COUNT's (a SUM of ones). Another (MAX, MIN, MEDIAN) is sized as
+# its window's COUNT: the share of the tuples it sees.
+SUMMED = ("SUM", "AVG")
+POINTS = 200  # the most points of K over time a run's summary keeps
+
+
+@dataclass(frozen=True)
+class Quality:
+    """A query's quality requirement and how its buffer is sized; ``source`` says where each
+    came from (as ``explain`` shows it)."""
+
+    disorder: str = "fixed"
+    max_error: float | None = None
+    confidence: float = Requirement(0.0).confidence
+    source: str = ""
+
+    def __post_init__(self):
+        if self.disorder not in POLICIES:
+            raise TandemError(f"disorder {self.disorder!r} ({self.source}): give one of "
+                              f"{', '.join(POLICIES)}")
+        if self.disorder in ADAPTIVE and self.max_error is None:
+            raise TandemError(f"disorder {self.disorder} ({self.source}) sizes K for a result "
+                              "quality: state one, such as max_error = 0.01")
+        try:
+            _ = self.requirement  # its checks, worded for where it was stated
+        except ValueError as err:
+            raise TandemError(f"{err} ({self.source})") from None
+
+    @property
+    def requirement(self) -> Requirement | None:
+        return None if self.max_error is None else Requirement(self.max_error, self.confidence)
+
+    def describe(self) -> str:
+        how = {"fixed": "K = the allowed lateness", "none": "No-K-slack (K = 0)",
+               "max": "Max-K-slack (K = the largest delay so far)",
+               "am": "K by AM-adt", "pd": "K by PD-adt"}[self.disorder]
+        quality = self.requirement.describe() if self.requirement else "none stated"
+        return f"{quality}; {how}" + (f" ({self.source})" if self.source else "")
+
+    def to_json(self) -> dict:
+        return {"disorder": self.disorder, "max_error": self.max_error,
+                "confidence": self.confidence, "source": self.source}
+
+    def overridden(self, *, disorder: str | None = None, max_error: float | None = None,
+                   confidence: float | None = None, source: str = "the run's options"
+                   ) -> Quality:
+        """This quality with a run's options over it."""
+        given = {k: v for k, v in (("disorder", disorder), ("max_error", max_error),
+                                   ("confidence", confidence)) if v is not None}
+        if not given:
+            return self
+        return _stated({**self._stated(), **given}, source)
+
+    def _stated(self) -> dict:
+        """The keys stated, where a fixed lateness is only the default."""
+        stated = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "source"}
+        if self.max_error is None:
+            del stated["max_error"]
+            if self.disorder == "fixed":
+                del stated["disorder"]
+        return stated
+
+
+def _stated(keys: dict, source: str) -> Quality:
+    """The quality of the keys a query states (module docstring): AM-adt where a requirement
+    is, unless a way to size K is stated too."""
+    unknown = set(keys) - {"disorder", "max_error", "confidence"}
+    if unknown:
+        raise TandemError(f"{source}: unknown quality keys {', '.join(sorted(unknown))}: give "
+                          "max_error, confidence or disorder")
+    try:
+        values = {k: (str(v).strip().strip("'\"").lower() if k == "disorder" else float(v))
+                  for k, v in keys.items()}
+    except ValueError:
+        raise TandemError(f"{source}: max_error and confidence are numbers, such as "
+                          "max_error = 0.01, confidence = 0.95") from None
+    disorder = values.pop("disorder", "am" if "max_error" in values else "fixed")
+    return Quality(disorder, source=source, **values)
+
+
+def stated(query: Path, catalog: Path) -> Quality:
+    """The quality ``query``'s SQL hint states, or else its catalog entry."""
+    hints = HINT.findall(query.read_text())
+    if len(hints) > 1:
+        raise TandemError(f"{query}: state one QUALITY hint")
+    if hints:
+        keys = dict(_pair(part, query) for part in hints[0].split(",") if part.strip())
+        return _stated(keys, f"{query.name}'s QUALITY hint")
+    entry = read_toml(catalog, "catalog", "pass --catalog").get("queries", {}).get(query.stem)
+    return _stated(entry, f"[queries.{query.stem}] in {catalog.name}") if entry else Quality()
+
+
+def _pair(text: str, query: Path) -> tuple[str, str]:
+    key, equals, value = text.partition("=")
+    if not equals:
+        raise TandemError(f"{query}: write the QUALITY hint's keys as key = value, such as "
+                          "/*+ QUALITY(max_error = 0.01, confidence = 0.95) */")
+    return key.strip().lower(), value.strip()
+
+
+def policy(quality: Quality, plan: LogicalPlan, stream: Stream, lateness: float
+           ) -> tuple[Policy, str | None]:
+    """The buffer's policy for ``plan`` over ``stream``, and the stream column whose values
+    Eq. (4.1) reads (None: a COUNT's). The requirement is on the plan's first aggregate over a
+    window of the stream: its window and slide, and the groups its rows split into."""
+    first = next((n for n in post_order(plan.root) if isinstance(n, Aggregate)
+                  and not n.input.instantiated), None)
+    window = source_window(first.input) if first else windows(plan.root)[0]
+    keys = frozenset(k for k in (first.group_by if first else ()) if k != "window_end")
+    value = None
+    for call in first.aggregates if first else ():
+        if (call.func in SUMMED and isinstance(call.arg, exp.Column)
+                and call.arg.name.lower() in stream.columns):
+            value = call.arg.name.lower()
+            break
+    return Policy(quality.disorder, quality.requirement, lateness, window.size,
+                  window.slide_seconds, stream.distinct.get(keys, 1.0) if keys else 1.0), value
+
+
+
+def slack_summary(quality: Quality, decisions: list[dict]) -> dict:
+    """A run's K over time (its ``slack`` table's rows, in order): the quality stated, K's
+    first, median, last and largest values, how long a decision took, and K against the
+    high-water mark in at most ``POINTS`` steps, for a page to draw."""
+    ks = [d["k"] for d in decisions]
+    seconds = sorted(d["seconds"] for d in decisions)
+    measured = sorted(d["measured"] for d in decisions if d["measured"] is not None)
+    step = max(len(decisions) // POINTS, 1)
+    return {**quality.to_json(), "quality": quality.describe(), "decisions": len(decisions),
+            "k": ({"first": ks[0], "median": sorted(ks)[len(ks) // 2], "last": ks[-1],
+                   "max": max(ks)} if ks else None),
+            "decision_ms": ({"median": 1e3 * seconds[len(seconds) // 2],
+                             "max": 1e3 * seconds[-1]} if seconds else None),
+            "threshold": next((d["threshold"] for d in reversed(decisions)
+                               if d["threshold"] is not None), None),
+            "measured_coverage": measured[len(measured) // 2] if measured else None,
+            "k_over_time": [[d["high_water"].isoformat() if d["high_water"] else None, d["k"]]
+                            for d in decisions[::step]]}
+
+
+def describe_slack(slack: dict) -> str:
+    """A run's K in words (``slack_summary``)."""
+    k = slack["k"]
+    if k is None:
+        return f"{slack['quality']}: no unit decided K"
+    timing = slack["decision_ms"]
+    return (f"{slack['quality']}: K {k['first']:.3g} s first, median {k['median']:.3g} s, "
+            f"last {k['last']:.3g} s, at most {k['max']:.3g} s over {slack['decisions']:,} "
+            f"decisions of {timing['median']:.2f} ms (median)"
+            + (f"; the coverage measured {slack['measured_coverage']:.4f} against the threshold "
+               f"{slack['threshold']:.4f}" if slack["measured_coverage"] is not None
+               and slack["threshold"] is not None else ""))
