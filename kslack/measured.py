@@ -86,9 +86,9 @@ class WindowCounts:
 
     def _ranges(self, start: np.ndarray, stop: np.ndarray) -> np.ndarray:
         """How many of the ranges [start, stop) of end indices cover each end held."""
-        steps = np.zeros(self.received.size + 1, np.int64)
-        np.add.at(steps, start - self.first, 1)
-        np.add.at(steps, stop - self.first, -1)
+        size = self.received.size + 1
+        steps = (np.bincount(start - self.first, minlength=size)
+                 - np.bincount(stop - self.first, minlength=size))
         return np.cumsum(steps[:-1])
 
 

@@ -5,9 +5,16 @@ more than chance allows, so that K follows a change in the disorder instead of a
 
 The window is a list of chunks, one per unit of the stream that the caller adds (a landed file,
 a second of event time: units that wall time does not decide, so that a resumed run keeps the
-same window and makes the same decisions). Each chunk keeps the count, sum and sum of squares of
-its delays and the histogram of their coarse-grained values, so that cuts are tested at chunk
-boundaries and the histogram f_D of the window is the sum of its chunks'.
+same window and makes the same decisions). Each chunk keeps its units' mean delays (their
+number, sum and sum of squares), its tuples and the histogram of their coarse-grained delays, so
+that cuts are tested at chunk boundaries and the histogram f_D of the window is the sum of its
+chunks'.
+
+ADWIN's observations are the units' mean delays, not the tuples' delays: its bound holds for
+independent observations, and a stream's out-of-order tuples come in correlated runs (most of
+them, Ji's Table 4.1), so that within a unit the delays are far from independent. Tested per
+tuple, a run of late tuples reads as a change, the window is cut every few units, and K, a
+quantile of a window a few units long, jumps from one unit to the next.
 """
 
 from __future__ import annotations
@@ -26,36 +33,40 @@ MOST_CHUNKS = 512  # beyond it the two oldest merge: older parts are tested more
 
 @dataclass
 class Chunk:
-    count: int
-    total: float
-    squares: float
-    counts: np.ndarray  # per coarse-grained delay
+    units: int
+    total: float  # the sum of the units' mean delays
+    squares: float  # the sum of their squares
+    largest_mean: float  # the largest of them
+    count: int  # tuples
+    counts: np.ndarray  # tuples per coarse-grained delay
     largest: float
 
     @classmethod
     def of(cls, delays: np.ndarray, granularity: float) -> Chunk:
         delays = np.asarray(delays, dtype=np.float64)
-        return cls(int(delays.size), float(delays.sum()), float(np.square(delays).sum()),
+        mean = float(delays.mean())
+        return cls(1, mean, mean * mean, mean, int(delays.size),
                    np.bincount(coarse(delays, granularity)), float(delays.max(initial=0.0)))
 
     def to_json(self) -> list:
         """As stored with a run's progress: the counts sparse (most delays lie in a few
         granules, the tail in a few more)."""
         where = np.flatnonzero(self.counts)
-        return [self.count, self.total, self.squares, self.largest, where.tolist(),
-                self.counts[where].tolist()]
+        return [self.units, self.total, self.squares, self.largest_mean, self.count,
+                self.largest, where.tolist(), self.counts[where].tolist()]
 
     @classmethod
     def from_json(cls, data: list) -> Chunk:
-        count, total, squares, largest, where, found = data
+        units, total, squares, largest_mean, count, largest, where, found = data
         counts = np.zeros(max(where, default=-1) + 1, np.int64)
         counts[where] = found
-        return cls(count, total, squares, counts, largest)
+        return cls(units, total, squares, largest_mean, count, counts, largest)
 
     def __add__(self, other: Chunk) -> Chunk:
         size = max(self.counts.size, other.counts.size)
-        return Chunk(self.count + other.count, self.total + other.total,
-                     self.squares + other.squares,
+        return Chunk(self.units + other.units, self.total + other.total,
+                     self.squares + other.squares, max(self.largest_mean, other.largest_mean),
+                     self.count + other.count,
                      np.pad(self.counts, (0, size - self.counts.size))
                      + np.pad(other.counts, (0, size - other.counts.size)),
                      max(self.largest, other.largest))
@@ -124,20 +135,24 @@ class StatisticsWindow:
         """The number of oldest chunks to drop: the first boundary where the older part's mean
         delay and the newer part's differ by more than ADWIN's ε_cut,
 
-            ε_cut = sqrt(2 · σ²_W · ln(2/δ') / m) + 2 · ln(2/δ') / (3 · m),
+            ε_cut = sqrt(2 · σ²_W · ln(2/δ') / m) + 2 · R · ln(2/δ') / (3 · m),
             1/m = 1/n₀ + 1/n₁, δ' = δ / ln n,
 
-        n being the window's tuples, σ²_W their variance, n₀ and n₁ the parts'; None if none."""
-        counts = np.array([c.count for c in self.chunks], dtype=np.float64)
+        n being the window's units, σ²_W the variance of their mean delays, R the largest of
+        them (the observations lie in [0, R]: Bifet and Gavaldà's bound for values in [0, 1],
+        scaled), n₀ and n₁ the parts' (module docstring); None if none."""
+        counts = np.array([c.units for c in self.chunks], dtype=np.float64)
         totals = np.array([c.total for c in self.chunks])
         n = counts.sum()
         if len(self.chunks) < 2 or n < 3:
             return None
         variance = max(sum(c.squares for c in self.chunks) / n - (totals.sum() / n) ** 2, 0.0)
+        spread = max(c.largest_mean for c in self.chunks)
         log_term = math.log(2 * math.log(n) / self.confidence)
         n0, s0 = np.cumsum(counts)[:-1], np.cumsum(totals)[:-1]
         n1, s1 = n - n0, totals.sum() - s0
         inverse_m = 1 / n0 + 1 / n1
-        cut = (np.sqrt(2 * variance * log_term * inverse_m) + 2 / 3 * log_term * inverse_m)
+        cut = (np.sqrt(2 * variance * log_term * inverse_m)
+               + 2 / 3 * spread * log_term * inverse_m)
         changed = np.flatnonzero(np.abs(s0 / n0 - s1 / n1) > cut)
         return int(changed[0]) + 1 if changed.size else None

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from workload.draws import uniform
-from workload.schema import StreamSchema, write_files
+from workload.schema import StreamSchema, file_name, write_files
 
 START = 1709251200  # 2024-03-01 00:00 UTC
 STATIONS = 24
@@ -97,7 +97,7 @@ class AirQuality:
                     schema: StreamSchema = AIR) -> list[Path]:
         """``duration`` seconds of readings in files of ``file_seconds`` of event time each."""
         count = math.ceil(duration / file_seconds - 1e-9)
-        parts = ((f"air-{self.start + int(n * file_seconds)}",
+        parts = ((file_name("air", self.start + n * file_seconds, file_seconds),
                   self.between(n * file_seconds, min((n + 1) * file_seconds, duration)))
                  for n in range(count))
         return write_files(schema, parts, directory, file_format, on_file)

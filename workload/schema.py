@@ -144,6 +144,14 @@ def seconds_text(ts: pl.Expr) -> pl.Expr:
     return pl.when(fraction == "").then(seconds).otherwise(with_fraction)
 
 
+def file_name(prefix: str, second: float, file_seconds: float) -> str:
+    """A landed file's name: its stream's prefix and its first second, with its milliseconds
+    where a file holds a fraction of a second (``plugs-1377986400.100``), so that names sort
+    as the files' times do."""
+    ms = round(second * 1000)
+    return f"{prefix}-{ms // 1000}" + (f".{ms % 1000:03d}" if file_seconds % 1 else "")
+
+
 def write_files(schema: StreamSchema, parts: Iterable[tuple[str, pa.Table]],
                 directory: str | Path, file_format: str,
                 on_file: Callable[[Path], None] | None = None) -> list[Path]:

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from workload.draws import uniform
-from workload.schema import StreamSchema, write_files
+from workload.schema import StreamSchema, file_name, write_files
 
 DEBS_START = 1377986400  # 2013-09-01 00:00 CEST (22:00 UTC the day before): where DEBS 2014 starts
 HOUSES = 40
@@ -172,7 +172,7 @@ class SmartPlugs:
         stream's columns, ``ts`` a UTC timestamp. With ``disorder`` (``workload/disorder.py``)
         the files are cut by arrival time instead and hold the readings in arrival order: a late
         reading lands in a file after the one its event time belongs to. The event time before
-        ``begin`` is not written."""
+        ``begin`` is not written. Files are named by their first second (``file_name``)."""
         spill = disorder.max_delay if disorder else 0.0
 
         def parts() -> Iterator[tuple[str, pa.Table]]:
@@ -187,7 +187,7 @@ class SmartPlugs:
                     table = table.filter(pc.and_(
                         pc.greater_equal(arrival, round((self.start + first) * 1e6)),
                         pc.less(arrival, round((self.start + end) * 1e6))))
-                yield f"plugs-{self.start + int(first)}", table
+                yield file_name("plugs", self.start + first, file_seconds), table
 
         return write_files(schema, parts(), directory, file_format, on_file)
 
