@@ -34,6 +34,27 @@ def lateness_param():
                              "(empty: the catalog's, 5 s).")
 
 
+def quality_params() -> dict:
+    """The DAGs' form fields for the result quality (``tandem run --max-error --confidence
+    --disorder``): empty keeps what the query states."""
+    from airflow.sdk import Param
+
+    from kslack.manager import POLICIES
+
+    return {
+        "max_error": Param(None, type=["null", "number"], minimum=0, maximum=1,
+                           description="The result quality: a relative error of at most this "
+                                       "(0.01: 1 %); K is sized to meet it (empty: the "
+                                       "query's)."),
+        "confidence": Param(None, type=["null", "number"], minimum=0, maximum=1,
+                            description="With max_error: the probability of meeting it "
+                                        "(empty: the query's, else 0.95)."),
+        "disorder": Param(None, type=["null", "string"], enum=[None, *POLICIES],
+                          description="How K is sized: fixed, none, max, am or pd (empty: am "
+                                      "where a quality is stated, else fixed)."),
+    }
+
+
 def landing_asset(landing: Path):
     """The Asset a producer updates when files have landed in ``landing``: ``tandem_landing``
     for the default landing directory (docs/operations.md), else named by its URI."""
@@ -76,18 +97,20 @@ class RunQueryOperator(StoreOperator):
     for another plan (``tandem run --adaptive``, over the generator)."""
 
     template_fields = ("query", "placement", "rate", "duration", "batch", "lateness", "adaptive",
-                       "steps", "source")
+                       "steps", "source", "max_error", "confidence", "disorder")
 
     def __init__(self, *, query: str, placement: str = "auto", rate: float | str = 1000.0,
                  duration: float | str = 60.0, batch: float | str | None = None,
                  lateness: float | str | None = None, plan_task_id: str | None = None,
                  adaptive: bool | str = False, steps: str = "", source: str = "generator",
-                 **kwargs):
+                 max_error: float | str | None = None, confidence: float | str | None = None,
+                 disorder: str | None = None, **kwargs):
         super().__init__(**kwargs)
         self.query, self.placement, self.rate = query, placement, rate
         self.duration, self.batch, self.plan_task_id = duration, batch, plan_task_id
         self.lateness, self.adaptive, self.steps = lateness, adaptive, steps
         self.source = source
+        self.max_error, self.confidence, self.disorder = max_error, confidence, disorder
 
     def execute(self, context) -> dict:
         from runtime.migration import run_adaptive
@@ -102,7 +125,9 @@ class RunQueryOperator(StoreOperator):
         spec = RunSpec(self.query, placement=placement or "auto", rate=_number(self.rate),
                        duration=_number(self.duration), batch=_number(self.batch),
                        lateness=_number(self.lateness), store=settings.store_path(),
-                       steps=parse_steps(self.steps or ""), source=self.source or "generator")
+                       steps=parse_steps(self.steps or ""), source=self.source or "generator",
+                       max_error=_number(self.max_error), confidence=_number(self.confidence),
+                       disorder=None if self.disorder in (None, "", "None") else self.disorder)
         if str(self.adaptive).lower() in ("true", "1"):
             adapted = run_adaptive(spec.query, placement=spec.placement, rate=spec.rate,
                                    duration=spec.duration, batch=spec.batch,

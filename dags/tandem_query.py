@@ -8,6 +8,7 @@ from airflow_tandem.operators import (
     RunQueryOperator,
     SummaryOperator,
     lateness_param,
+    quality_params,
 )
 from runtime.settings import query_names, schedules
 
@@ -37,6 +38,7 @@ with DAG(
                         description="'generator', or a landing directory of Parquet or CSV "
                                     "files: the run reads the files there and stops."),
         "lateness": lateness_param(),
+        **quality_params(),
         "steps": Param("", type="string",
                        description="Rate steps, SECOND:RATE,... (60:40000,120:2000): the "
                                    "rate from that second of event time on."),
@@ -52,6 +54,8 @@ with DAG(
                            duration="{{ params.duration }}", batch="{{ params.batch }}",
                            lateness="{{ params.lateness }}", plan_task_id="optimise",
                            adaptive="{{ params.adaptive }}", steps="{{ params.steps }}",
-                           source="{{ params.source }}")
+                           source="{{ params.source }}", max_error="{{ params.max_error }}",
+                           confidence="{{ params.confidence }}",
+                           disorder="{{ params.disorder }}")
     summary = SummaryOperator(task_id="summary", run_task_id="run")
     optimise >> run >> summary

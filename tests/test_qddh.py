@@ -1,9 +1,11 @@
 """Quality-driven disorder handling in a run (kslack/manager.py, rowstream/by_reference.py): K
 sized per landed file for the quality a query states, against the reference evaluator over the
-readings that were not late, and a run stopped and resumed against one that never stopped."""
+readings that were not late, and a run killed with SIGKILL at the crash points of the
+by-reference protocol (tests/crash/points.py), resumed each time, against one never killed."""
 
 from __future__ import annotations
 
+import signal
 from datetime import datetime
 
 import polars as pl
@@ -58,33 +60,47 @@ def test_a_query_states_its_quality_in_its_sql_or_its_catalog_entry(tmp_path):
         Quality().overridden(max_error=1.5)
 
 
-def run_over(landing, tmp_path, name: str, **options):
-    from runtime.run import run
-    from runtime.spec import RunSpec
+MAX_ERROR = 0.05
+# Killed once at each, the n-th in micro-batch n: where the buffer's state is read, and where
+# the batch's arrival and the state after it are committed together.
+POINTS = ["committed-unread", "arrival", "duckdb-write"]
 
-    return run(RunSpec(short("q5"), placement="duckdb", source=str(landing), gateway="reference",
-                       store=tmp_path / f"{name}.duckdb", checkpoint=tmp_path / name,
-                       max_error=0.05, **options))
+
+def run_args(landing, store, files_per_batch: int) -> list[str]:
+    return ["run", short("q5"), "--placement", "duckdb", "--source", str(landing),
+            "--gateway", "reference", "--store", str(store), "--max-error", str(MAX_ERROR),
+            "--files-per-batch", str(files_per_batch)]
 
 
 @pytest.mark.integration
-def test_k_sized_per_file_gives_the_reference_s_rows_and_a_resume_decides_alike(tmp_path,
-                                                                                landing,
-                                                                                catalog,
-                                                                                profile):
-    whole = run_over(landing, tmp_path, "whole", files_per_batch=8)
-    stopped = run_over(landing, tmp_path, "resumed", files_per_batch=3, stop_after=5)
-    resumed = run_over(landing, tmp_path, "resumed", files_per_batch=3, resume=True)
-    assert stopped.slack["decisions"] == 5 * 3
+def test_k_sized_per_file_gives_the_reference_s_rows_and_a_killed_run_decides_alike(
+        tmp_path, landing, catalog, profile):
+    from runtime.run import run
+    from runtime.spec import RunSpec
+    from tests.test_crash import tandem, where
+
+    files = sorted(landing.iterdir())
+    whole = run(RunSpec(short("q5"), placement="duckdb", source=str(landing),
+                        gateway="reference", store=tmp_path / "whole.duckdb",
+                        checkpoint=tmp_path / "whole", max_error=MAX_ERROR, files_per_batch=8))
+    # Another batching (three files a batch), killed at each point, resumed to its end.
+    args = run_args(landing, tmp_path / "resumed.duckdb", 3)
+    for batch, point in enumerate(POINTS, start=1):
+        killed = tandem(*args, *(["--resume"] if batch > 1 else []),
+                        crash=f"{point}:{where(point, batch, files, 3)}")
+        assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    resumed = run(RunSpec(short("q5"), placement="duckdb", source=str(landing),
+                          gateway="reference", store=tmp_path / "resumed.duckdb",
+                          max_error=MAX_ERROR, files_per_batch=3, resume=True))
     readings = pl.from_arrow(SmartPlugs(rate=RATE, **SMALL).between(0, DURATION))
     root = optimize(query_sql(short("q5")), catalog, profile).logical.root
     decided = {}
-    for run in ("whole", "resumed"):
-        with ColumnarStore(tmp_path / f"{run}.duckdb") as store:
+    for name in ("whole", "resumed"):
+        with ColumnarStore(tmp_path / f"{name}.duckdb") as store:
             got = pl.from_arrow(store.results("q5")).select(root.columns)
             late = store.con.sql("SELECT CAST(row ->> 'id' AS BIGINT) FROM tandem_log.quarantine "
                                  "WHERE query = 'q5' AND rule = ?", params=[LATE]).fetchall()
-            decided[run] = store.con.sql("SELECT file, k, watermark FROM q_q5.slack "
+            decided[name] = store.con.sql("SELECT file, k, watermark FROM q_q5.slack "
                                          "ORDER BY unit").fetchall()
             last_end: datetime = store.con.sql(
                 "SELECT max(last_end) FROM q_q5.progress").fetchall()[0][0]
@@ -95,11 +111,12 @@ def test_k_sized_per_file_gives_the_reference_s_rows_and_a_resume_decides_alike(
         assert_same_rows(got, want)
         assert len(late) > 0  # the buffer let some readings come late, and they count nowhere
     # One decision per landed file, the same however the files were batched and the run
-    # stopped; the watermark never moves back.
-    assert len(decided["whole"]) == len(list(landing.iterdir()))
+    # killed; the watermark never moves back.
+    assert len(decided["whole"]) == len(files)
     assert decided["resumed"] == decided["whole"]
     marks = [m for _, _, m in decided["whole"] if m is not None]
     assert marks == sorted(marks)
     ks = [k for _, k, _ in decided["whole"]]
     assert whole.slack["k"]["max"] == max(ks) and min(ks) < DISORDER.max_delay / 2
-    assert resumed.tuples + stopped.tuples == whole.tuples
+    # The summary of the resumed run tells K over the whole run, the killed runs' part too.
+    assert resumed.slack["k"] == whole.slack["k"] and resumed.slack["decisions"] == len(files)
