@@ -13,6 +13,7 @@ from optimizer import load_catalog
 from runtime import settings
 from runtime.explain import explain
 from runtime.microbatch import microbatch_name
+from runtime.quality import Quality, slack_summary
 from runtime.validation import VALIDATIONS
 
 
@@ -42,6 +43,9 @@ class Overview:
     migrations: list[dict] = field(default_factory=list)  # newest first (runtime/migration.py)
     validations: list[dict] = field(default_factory=list)  # newest first (data_quality)
     quarantine: list[dict] = field(default_factory=list)  # rows per rule of the query's runs
+    # The quality the query states, and K over its last run that sized one (slack_summary).
+    quality: str = ""
+    slack: dict | None = None
 
 
 def queries() -> list[str]:
@@ -71,7 +75,22 @@ def overview(query: str, store: Path | None = None) -> Overview:
     validations, quarantine = data_quality(names, store or settings.store_path())
     return Overview(name, explanation.query.read_text(), shown["rate"], str(explanation.catalog),
                     shown["feasible"], shown["bottleneck_cost"], shown["utilization_cost"], root,
-                    db_ops, runs, note, migrations, validations, quarantine)
+                    db_ops, runs, note, migrations, validations, quarantine,
+                    explanation.quality.describe(),
+                    slack_of(name, explanation.quality, store or settings.store_path()))
+
+
+def slack_of(name: str, quality: Quality, store: Path) -> dict | None:
+    """K over the query's run in the store, where it sized a K-slack buffer."""
+    if not store.is_file():
+        return None
+    try:
+        columnar = ColumnarStore(store, read_only=True)
+    except StoreBusy:
+        return None
+    with columnar:
+        decisions = columnar.slack(name)
+    return slack_summary(quality, decisions) if decisions else None
 
 
 def recent_runs(names: list[str], store: Path, limit: int = 10,

@@ -371,6 +371,8 @@ class ColumnarStore:
     def slack(self, query: str) -> list[dict]:
         """The K-slack buffer's decisions of ``query``'s batches so far, in order: a dict per
         unit of the ``slack`` table's columns."""
+        if not self._exists(schema_name(query), "slack"):
+            return []
         cursor = self.con.execute(f"SELECT * FROM {schema_name(query)}.slack "
                                   "ORDER BY batch_id, unit")
         names = [c[0] for c in cursor.description]

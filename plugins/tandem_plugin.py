@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict
+from datetime import datetime
 from html import escape
 
 from airflow.api_fastapi.core_api.security import requires_authenticated
@@ -90,6 +91,44 @@ def _seconds(x: float) -> str:
     return "-" if math.isnan(x) else f"{x:.1f}"
 
 
+def _k_over_time(slack: dict) -> str:
+    """K against the stream's high-water mark, as an inline SVG line."""
+    points = [(datetime.fromisoformat(t).timestamp(), k) for t, k in slack["k_over_time"] if t]
+    if len(points) < 2:
+        return ""
+    width, height, pad = 640, 160, 30
+    (t0, t1), top = (points[0][0], points[-1][0]), max(k for _, k in points) or 1.0
+    xy = " ".join(f"{pad + (t - t0) / ((t1 - t0) or 1) * (width - 2 * pad):.1f},"
+                  f"{height - pad - k / top * (height - 2 * pad):.1f}" for t, k in points)
+    return (f'<svg class="k-over-time" width="{width}" height="{height}" role="img" '
+            f'aria-label="K over the run">'
+            f'<polyline fill="none" stroke="#0b6bcb" stroke-width="1.5" points="{xy}"/>'
+            f'<text x="2" y="{pad}" font-size="11">{top:.3g} s</text>'
+            f'<text x="2" y="{height - pad}" font-size="11">0</text>'
+            f'<text x="{pad}" y="{height - 8}" font-size="11">K (s) over the stream\'s event '
+            f"time, {slack['decisions']:,} decisions</text></svg>")
+
+
+def _disorder(o: Overview) -> str:
+    """The quality the query states, and K over its last run that sized a buffer."""
+    text = f"<p>Result quality: {escape(o.quality)}.</p>"
+    slack = o.slack
+    if slack is None:
+        return text + ("<p>No run has sized a K-slack buffer yet: <code>tandem run --source "
+                       "DIR --placement duckdb --max-error 0.01</code> sizes one.</p>")
+    k, timing = slack["k"], slack["decision_ms"]
+    rows = [("K (s): first, median, last, largest",
+             f"{k['first']:.3g}, {k['median']:.3g}, {k['last']:.3g}, {k['max']:.3g}"),
+            ("decision time (ms): median, largest",
+             f"{timing['median']:.3f}, {timing['max']:.3f}")]
+    if slack["threshold"] is not None:
+        rows.append(("coverage threshold (Eq. 4.1)", f"{slack['threshold']:.5f}"))
+    if slack["measured_coverage"] is not None:
+        rows.append(("coverage measured (Alg. 4.3), median", f"{slack['measured_coverage']:.5f}"))
+    return (text + f"<p>The last run: {escape(slack['quality'])}.</p>"
+            + _table(["", ""], rows) + _k_over_time(slack))
+
+
 def _overview(o: Overview) -> str:
     state = ('<span class="feasible">feasible</span>' if o.feasible
              else '<span class="infeasible">not feasible</span>')
@@ -130,6 +169,7 @@ bottleneck cost {_number(o.bottleneck_cost)}, utilization cost {_number(o.utiliz
 Costs are per operator (a DB-op's members share its costs).</p>
 <ul class="plan">{_tree(o.plan)}</ul></section>
 <section><h2>Last runs</h2>{runs}</section>
+<section id="disorder"><h2>Disorder handling</h2>{_disorder(o)}</section>
 <section id="migrations"><h2>Plan migrations</h2>{migrations}</section>
 <section id="validations"><h2>Great Expectations</h2>{checked}</section>
 <section><h2>DuckDB SQL of the DB-ops</h2>{db_ops}</section>"""

@@ -120,3 +120,28 @@ def test_k_sized_per_file_gives_the_reference_s_rows_and_a_killed_run_decides_al
     assert whole.slack["k"]["max"] == max(ks) and min(ks) < DISORDER.max_delay / 2
     # The summary of the resumed run tells K over the whole run, the killed runs' part too.
     assert resumed.slack["k"] == whole.slack["k"] and resumed.slack["decisions"] == len(files)
+
+
+def test_the_page_draws_k_over_the_run(tmp_path):
+    """The Tandem page's disorder section (plugins/tandem_plugin.py), from a run's decisions as
+    the store keeps them."""
+    from airflow_tandem.inspection import slack_of
+    from columnar.store import ColumnarStore
+    from kslack.manager import Decision
+    from plugins.tandem_plugin import _k_over_time
+
+    start = 1_377_986_400_000_000
+    with ColumnarStore(tmp_path / "t.duckdb") as store:
+        store.create("q5")
+        store.arrived("q5", 0, None, {}, slack={}, decisions=[
+            (f"f{i}", Decision(i, k, start + i * 1_000_000, start + i * 1_000_000 - 10_000))
+            for i, k in enumerate([4.5, 4.5, 0.2, 0.3, 0.25])])
+    shown = slack_of("q5", Quality("am", 0.01), tmp_path / "t.duckdb")
+    assert shown["decisions"] == 5 and shown["k"] == {"first": 4.5, "median": 0.3,
+                                                      "last": 0.25, "max": 4.5}
+    svg = _k_over_time(shown)
+    points = [tuple(map(float, p.split(","))) for p in
+              svg.split('points="')[1].split('"')[0].split()]
+    # Five points left to right; the largest K at the top of the plot, the least lowest.
+    assert len(points) == 5 and [x for x, _ in points] == sorted(x for x, _ in points)
+    assert points[0][1] < points[3][1] and points[2][1] == max(y for _, y in points)
