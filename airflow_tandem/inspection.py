@@ -5,6 +5,7 @@ DB-op's DuckDB SQL with its EXPLAIN."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from columnar.inspect import explain_fragment
@@ -135,3 +136,21 @@ def data_quality(names: list[str], store: Path, limit: int = 12) -> tuple[list[d
     for v in validations:
         v["target"] = Path(v["target"]).name if v["suite"] == "tandem_input" else v["target"]
     return validations, quarantine
+
+
+def k_over_time(slack: dict) -> str:
+    """K against the stream's high-water mark, as an inline SVG line."""
+    points = [(datetime.fromisoformat(t).timestamp(), k) for t, k in slack["k_over_time"] if t]
+    if len(points) < 2:
+        return ""
+    width, height, pad = 640, 160, 30
+    (t0, t1), top = (points[0][0], points[-1][0]), max(k for _, k in points) or 1.0
+    xy = " ".join(f"{pad + (t - t0) / ((t1 - t0) or 1) * (width - 2 * pad):.1f},"
+                  f"{height - pad - k / top * (height - 2 * pad):.1f}" for t, k in points)
+    return (f'<svg class="k-over-time" width="{width}" height="{height}" role="img" '
+            f'aria-label="K over the run">'
+            f'<polyline fill="none" stroke="#0b6bcb" stroke-width="1.5" points="{xy}"/>'
+            f'<text x="2" y="{pad}" font-size="11">{top:.3g} s</text>'
+            f'<text x="2" y="{height - pad}" font-size="11">0</text>'
+            f'<text x="{pad}" y="{height - 8}" font-size="11">K (s) over the stream\'s event '
+            f"time, {slack['decisions']:,} decisions</text></svg>")

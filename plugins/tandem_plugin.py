@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict
-from datetime import datetime
 from html import escape
 
 from airflow.api_fastapi.core_api.security import requires_authenticated
@@ -19,7 +18,7 @@ from airflow.plugins_manager import AirflowPlugin
 from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import HTMLResponse
 
-from airflow_tandem.inspection import Overview, PlanNode, overview, queries
+from airflow_tandem.inspection import Overview, PlanNode, k_over_time, overview, queries
 from columnar.inspect import ROW_LIMIT, Refused, read_only_query
 from optimizer.errors import TandemError
 from optimizer.migration import moved
@@ -91,24 +90,6 @@ def _seconds(x: float) -> str:
     return "-" if math.isnan(x) else f"{x:.1f}"
 
 
-def _k_over_time(slack: dict) -> str:
-    """K against the stream's high-water mark, as an inline SVG line."""
-    points = [(datetime.fromisoformat(t).timestamp(), k) for t, k in slack["k_over_time"] if t]
-    if len(points) < 2:
-        return ""
-    width, height, pad = 640, 160, 30
-    (t0, t1), top = (points[0][0], points[-1][0]), max(k for _, k in points) or 1.0
-    xy = " ".join(f"{pad + (t - t0) / ((t1 - t0) or 1) * (width - 2 * pad):.1f},"
-                  f"{height - pad - k / top * (height - 2 * pad):.1f}" for t, k in points)
-    return (f'<svg class="k-over-time" width="{width}" height="{height}" role="img" '
-            f'aria-label="K over the run">'
-            f'<polyline fill="none" stroke="#0b6bcb" stroke-width="1.5" points="{xy}"/>'
-            f'<text x="2" y="{pad}" font-size="11">{top:.3g} s</text>'
-            f'<text x="2" y="{height - pad}" font-size="11">0</text>'
-            f'<text x="{pad}" y="{height - 8}" font-size="11">K (s) over the stream\'s event '
-            f"time, {slack['decisions']:,} decisions</text></svg>")
-
-
 def _disorder(o: Overview) -> str:
     """The quality the query states, and K over its last run that sized a buffer."""
     text = f"<p>Result quality: {escape(o.quality)}.</p>"
@@ -126,7 +107,7 @@ def _disorder(o: Overview) -> str:
     if slack["measured_coverage"] is not None:
         rows.append(("coverage measured (Alg. 4.3), median", f"{slack['measured_coverage']:.5f}"))
     return (text + f"<p>The last run: {escape(slack['quality'])}.</p>"
-            + _table(["", ""], rows) + _k_over_time(slack))
+            + _table(["", ""], rows) + k_over_time(slack))
 
 
 def _overview(o: Overview) -> str:

@@ -51,7 +51,7 @@ from optimizer.deployment import Deployment
 from optimizer.logical import Window
 from rowstream.eventtime import EPOCH, LATE, admit, watermark
 from rowstream.expectations import input_suite, parameters_at, reasons
-from rowstream.gateway import Gateway, Judge
+from rowstream.gateway import Gateway, Judge, Slack, buffer_of, slack_of
 from rowstream.landing import EXTRA, ROW, csv_frame, is_header, read_landed, typed_frame
 from rowstream.native import canonical, canonical_field, files_of, native_format, read_ddl
 from rowstream.relations import naive
@@ -104,11 +104,7 @@ class Read:
     temporary: list[str] = field(default_factory=list)
     views: list[str] = field(default_factory=list)
     python: tuple[str, ...] = ()  # the files read as the Python source reads them
-    # With a K-slack buffer (``FileReferences.slack``): the watermark after the batch, each
-    # file's decision and the buffer's state after it.
-    watermark: datetime | None = None
-    decisions: tuple[tuple[str, Decision], ...] = ()
-    slack: dict | None = None
+    slack: Slack | None = None  # with a K-slack buffer (``FileReferences.slack``)
 
     def close(self, con: duckdb.DuckDBPyConnection) -> None:
         for name in self.temporary:
@@ -405,13 +401,9 @@ class _Batch:
         empty = (f"SELECT {', '.join(f'NULL::{t} AS {identifier(c)}' for c, t in schema.columns)}"
                  " WHERE FALSE")
         high_water = None if self.before is None else _instant(self.before)
-        slack = self.judge.slack
         return Read(" UNION ALL ".join(self.pieces) or empty, tuples, min(firsts, default=None),
                     latest, _quarantined(self.quarantined, schema), high_water, self.temporary,
-                    self.views, tuple(self.python),
-                    *(() if slack is None else
-                      (None if slack.mark is None else _instant(slack.mark),
-                       tuple(self.decisions), slack.to_json())))
+                    self.views, tuple(self.python), slack_of(self.judge.slack, self.decisions))
 
 
 def _quarantined(frames: list[pl.DataFrame], schema: StreamSchema) -> pa.Table:
@@ -591,5 +583,4 @@ class ReferencedFiles(Gateway):
         """The judge of a batch of ``files``, after the batches that left the high-water mark
         ``high_water`` and the K-slack buffer's state ``slack``."""
         return FileReferences(self.schema, files, high_water, self.lateness, self.slide,
-                              None if self.policy is None else
-                              BufferManager.from_json(self.policy, slack), self.value)
+                              buffer_of(self.policy, slack), self.value)

@@ -27,7 +27,7 @@ from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
@@ -35,7 +35,8 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rowstream.eventtime import LATE
+from kslack.manager import BufferManager, Decision, Policy
+from rowstream.eventtime import EPOCH, LATE
 from workload.schema import StreamSchema
 
 if TYPE_CHECKING:  # the runs' summaries count the quarantine without starting Spark
@@ -85,6 +86,31 @@ class Quarantined:
 
 
 @dataclass(frozen=True)
+class Slack:
+    """What a K-slack buffer (``kslack/manager.py``) made of a batch: the watermark after it,
+    each landed file's decision, and the buffer's state after the batch, which the batch's
+    progress stores (``ColumnarStore.arrived``)."""
+
+    watermark: datetime | None
+    decisions: tuple[tuple[str, Decision], ...]
+    state: dict
+
+
+def buffer_of(policy: Policy | None, state: dict | None) -> BufferManager | None:
+    """The buffer a gateway sizes by ``policy`` as the batches before left it (``state``);
+    None for a fixed lateness."""
+    return None if policy is None else BufferManager.from_json(policy, state)
+
+
+def slack_of(buffer: BufferManager | None, decisions: list[tuple[str, Decision]]
+             ) -> Slack | None:
+    if buffer is None:
+        return None
+    return Slack(None if buffer.mark is None else EPOCH + timedelta(microseconds=buffer.mark),
+                 tuple(decisions), buffer.to_json())
+
+
+@dataclass(frozen=True)
 class Verdict:
     """A judged micro-batch (module docstring)."""
 
@@ -92,6 +118,7 @@ class Verdict:
     quarantined: pa.Table  # StreamSchema.quarantined
     high_water: datetime | None  # after the batch; None where the source keeps it
     files: tuple[str, ...] = ()  # the names of the landed files the rows came from
+    slack: Slack | None = None  # where a K-slack buffer judged it
 
 
 @dataclass(frozen=True)

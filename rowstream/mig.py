@@ -75,6 +75,7 @@ from rowstream.gateway import (
     Gateway,
     Judge,
     Quarantined,
+    Slack,
     admitted_rows,
     quarantined_rows,
 )
@@ -173,6 +174,7 @@ class Gathered:
     quarantined: pa.Table  # gateway.QUARANTINE_TABLE
     high_water: datetime | None  # the gateway's, after the batch
     read: Read | None = None  # the stream's rows, where DuckDB read the batch's files itself
+    slack: Slack | None = None  # where a K-slack buffer judged the batch
 
 
 @dataclass(frozen=True)
@@ -447,10 +449,9 @@ class Mig:
             spread, got = None, self._collect(batch, judge)
         if got.high_water is not None:
             frontiers[HIGH_WATER] = got.high_water
-        slack = got.read.slack if got.read is not None else None
-        if slack is not None:  # a K-slack buffer's watermark (``kslack/manager.py``)
-            if got.read.watermark is not None:
-                frontiers[STREAM] = max(got.read.watermark, frontiers.get(STREAM, EPOCH))
+        if got.slack is not None:  # a K-slack buffer's watermark (``kslack/manager.py``)
+            if got.slack.watermark is not None:
+                frontiers[STREAM] = max(got.slack.watermark, frontiers.get(STREAM, EPOCH))
         elif got.latest is not None:  # the stream is complete up to its watermark
             mark = watermark((got.latest - EPOCH) // timedelta(microseconds=1), self.lateness)
             frontiers[STREAM] = max(EPOCH + timedelta(microseconds=mark),
@@ -509,8 +510,8 @@ class Mig:
         if spread is not None:
             spread.unpersist()
         with self._releasing:
-            self.store.arrived(self.query, batch_id, first_ts, frontiers, self.results, slack,
-                               got.read.decisions if slack is not None else ())
+            self.store.arrived(self.query, batch_id, first_ts, frontiers, self.results,
+                               *((got.slack.state, got.slack.decisions) if got.slack else ()))
         return Arrival(batch_id, started, got.tuples, got.latest, Quarantined.of(got.quarantined),
                        first_ts, frontiers, results, ends, partitioned, crossed, groups,
                        {SPARK_PART: time.perf_counter() - started})
@@ -525,7 +526,7 @@ class Mig:
                                        verdict.quarantined, judge.unread(verdict.files))
         stats = stream_summary(relation_rows(everything, STREAM), judge.schema.time_column)
         return Gathered(everything, stats["tuples"], stats["latest"], stats["first"],
-                        quarantined, verdict.high_water)
+                        quarantined, verdict.high_water, slack=verdict.slack)
 
     def _partials(self, spread: DataFrame, pane: PaneTable, rid: str) -> DataFrame:
         """A split aggregate's partials per (group, pane) of the batch's admitted rows of
@@ -561,7 +562,8 @@ class Mig:
         by-reference gateway): no Spark job runs."""
         read = judge.read(self.store.con)
         return Gathered(pa.table({}), read.tuples, read.latest, read.first,
-                        quarantined_rows(judge.schema, read.quarantined), read.high_water, read)
+                        quarantined_rows(judge.schema, read.quarantined), read.high_water, read,
+                        read.slack)
 
     def _gather(self, rows: DataFrame, judge: Judge, high_water: datetime | None) -> Gathered:
         """What the driver needs of a batch judged in the executors, whose rows stay there: the

@@ -51,10 +51,11 @@ from pyspark.sql import DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamReader
 
+from kslack.manager import BufferManager, Policy
 from optimizer.deployment import Deployment
 from optimizer.errors import TandemError
-from rowstream.eventtime import EPOCH, admit
-from rowstream.gateway import Gateway, Judge, Verdict
+from rowstream.eventtime import EPOCH, LATE, admit
+from rowstream.gateway import Gateway, Judge, Verdict, buffer_of, slack_of
 from rowstream.landing import (
     EXTRA,
     ROW,
@@ -206,10 +207,14 @@ def _typed(text, kind: str):
 
 
 def admit_batch(rows: pl.DataFrame, schema: StreamSchema, *, high_water: datetime | None,
-                lateness: float, slide: float) -> Verdict:
+                lateness: float, slide: float, slack: BufferManager | None = None,
+                value: str | None = None, unit: str = "") -> Verdict:
     """Judge a batch's rows (``judged_columns``, in Spark's order) by the input suite, file by
     file, then by lateness against ``high_water``, the high-water mark of the batches before
-    (``rowstream/eventtime.py``). A CSV file's header is neither admitted nor quarantined."""
+    (``rowstream/eventtime.py``), or against the watermark of a K-slack buffer (``slack``, which
+    then sizes K from the batch's rows, the file ``unit``, in the order Spark read them, and the
+    values of the stream column ``value``). A CSV file's header is neither admitted nor
+    quarantined."""
     rows = rows.with_row_index("position")
     names = schema.names
     parts = [_judged_csv(part, schema) if name.endswith(".csv") else
@@ -219,14 +224,24 @@ def admit_batch(rows: pl.DataFrame, schema: StreamSchema, *, high_water: datetim
     frame = pl.concat(parts) if parts else judged(typed_frame(
         rows.select(*names), "", schema), schema).with_columns(rows["position"])
     before = None if high_water is None else (high_water - EPOCH) // timedelta(microseconds=1)
-    frame, after = admit(frame, before, lateness, slide, schema.time_column)
+    frame, after = admit(frame, before, lateness if slack is None else slack.k, slide,
+                         schema.time_column, None if slack is None else slack.mark)
+    files = rows[FILE].unique(maintain_order=True).to_list()
+    decisions = []
+    if slack is not None:  # one file a batch (``native_stream``): one unit
+        seen = frame.filter(pl.col("reason").is_null() | (pl.col("rule") == LATE)).sort(
+            "position")
+        decisions.append((unit, slack.observe(
+            seen[schema.time_column].dt.epoch("us").to_numpy(),
+            (seen["rule"] == LATE).fill_null(False).to_numpy(),
+            seen[value].cast(pl.Float64).to_numpy() if value else None)))
     bad = frame["reason"].is_not_null()
     admitted = pl.repeat(False, rows.height, eager=True).scatter(
         frame.filter(~bad)["position"], True)
     return Verdict(admitted.to_arrow(), frame.filter(bad).select(
         schema.quarantined.names).to_arrow().cast(schema.quarantined),
                    None if after is None else EPOCH + timedelta(microseconds=after),
-                   tuple(rows[FILE].unique(maintain_order=True)))
+                   tuple(files), slack_of(slack, decisions))
 
 
 @dataclass(frozen=True)
@@ -238,10 +253,14 @@ class NativeJudge(Judge):
     high_water: datetime | None
     lateness: float
     slide: float
+    slack: BufferManager | None = None  # a K-slack buffer, as the batches before left it
+    value: str | None = None
 
     def __call__(self, rows: pa.Table) -> Verdict:
         return admit_batch(pl.from_arrow(rows).drop("heartbeat", strict=False), self.schema,
-                           high_water=self.high_water, lateness=self.lateness, slide=self.slide)
+                           high_water=self.high_water, lateness=self.lateness, slide=self.slide,
+                           slack=self.slack, value=self.value,
+                           unit=self.files[0].name if self.files else "")
 
     def unread(self, read) -> pa.Table:
         return pa.concat_tables([self.schema.quarantined.empty_table(), *(
@@ -260,6 +279,10 @@ class NativeFiles(Gateway):
     checkpoint: str
     lateness: float
     slide: float
+    # Quality-driven disorder handling, as ``ReferencedFiles``'s: each batch is one file
+    # (``native_stream``), judged on the driver.
+    policy: Policy | None = None
+    value: str | None = None
 
     @property
     def judged(self) -> tuple[str, ...]:
@@ -273,7 +296,7 @@ class NativeFiles(Gateway):
     def judge(self, batch_id: int, high_water: datetime | None,
               slack: dict | None = None) -> NativeJudge:
         return NativeJudge(self.schema, tuple(files_of(self.checkpoint, batch_id)), high_water,
-                           self.lateness, self.slide)
+                           self.lateness, self.slide, buffer_of(self.policy, slack), self.value)
 
 
 def files_of(checkpoint: str, batch_id: int) -> list[Path]:

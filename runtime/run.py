@@ -23,6 +23,7 @@ from pyspark.errors.exceptions.captured import CapturedException
 from columnar.store import ColumnarStore, schema_name
 from optimizer import load_catalog
 from optimizer.catalog import Stream
+from optimizer.cost import SPLIT
 from optimizer.deployment import Deployment, deploy
 from optimizer.errors import TandemError
 from optimizer.logical import windows
@@ -147,12 +148,18 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
         gateway = _gateway(kind, spec, schema, physical.logical.root, lateness=lateness,
                            checkpoint=checkpoint)
         if quality.disorder != "fixed":
-            if kind != "reference":
+            # The buffer sizes K file by file where one process judges the files in order:
+            # DuckDB by reference, or the MIG on the driver over Spark's own file source.
+            on_driver = kind == "native" and not (
+                any(step.partitioned for step in deployment.steps)
+                or SPLIT in physical.placement.values())
+            if kind != "reference" and not on_driver:
                 raise TandemError(
-                    f"K-slack buffers ({quality.describe()}) are sized over landed files that "
-                    f"DuckDB reads by reference, and this run reads {spec.source} by "
-                    f"{kind}: give a landing directory and a plan all in DuckDB "
-                    "(--placement duckdb), or no quality")
+                    f"K-slack buffers ({quality.describe()}) are sized over landed files judged "
+                    f"on the driver, and this run reads {spec.source} by {kind}"
+                    + (" in Spark's executors" if kind == "native" else "")
+                    + ": give a landing directory and a plan whose Spark operators are "
+                    "stateless, not duckdb-partitioned nor split, or no quality")
             gateway = replace(gateway, **dict(zip(
                 ("policy", "value"), policy(quality, physical.logical, streams[0], lateness),
                 strict=True)))

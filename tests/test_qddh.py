@@ -1,7 +1,9 @@
 """Quality-driven disorder handling in a run (kslack/manager.py, rowstream/by_reference.py): K
 sized per landed file for the quality a query states, against the reference evaluator over the
-readings that were not late, and a run killed with SIGKILL at the crash points of the
-by-reference protocol (tests/crash/points.py), resumed each time, against one never killed."""
+readings that were not late, under the all-DuckDB placement by reference and under one with a
+Spark operator over Spark's own file source, and a run killed with SIGKILL at the crash points
+of the by-reference protocol (tests/crash/points.py), resumed each time, against one never
+killed."""
 
 from __future__ import annotations
 
@@ -22,9 +24,9 @@ from tests.test_reference import assert_same_rows
 from workload.disorder import Disorder
 from workload.smart_plugs import SmartPlugs
 
-# 90 s of event time at 50 tuples/s over six plugs, landed in 1-s files of arrival time: one
-# unit of K-slack each, so that the buffer adapts some eighty times.
-RATE, DURATION, FILE_SECONDS = 50, 90, 1.0
+# 90 s of event time at 50 tuples/s over six plugs, landed in 2-s files of arrival time: one
+# unit of K-slack each, so that the buffer adapts some forty times.
+RATE, DURATION, FILE_SECONDS = 50, 90, 2.0
 DISORDER = Disorder(tail=0.3)
 
 
@@ -83,6 +85,10 @@ def test_k_sized_per_file_gives_the_reference_s_rows_and_a_killed_run_decides_al
     whole = run(RunSpec(short("q5"), placement="duckdb", source=str(landing),
                         gateway="reference", store=tmp_path / "whole.duckdb",
                         checkpoint=tmp_path / "whole", max_error=MAX_ERROR, files_per_batch=8))
+    # Spark's own file source, a file a batch, its selection in Spark: judged by the MIG.
+    run(RunSpec(short("q5"), placement="select_1=spark,aggregate_1=duckdb,aggregate_2=duckdb",
+                source=str(landing), gateway="native", store=tmp_path / "native.duckdb",
+                checkpoint=tmp_path / "native", max_error=MAX_ERROR))
     # Another batching (three files a batch), killed at each point, resumed to its end.
     args = run_args(landing, tmp_path / "resumed.duckdb", 3)
     for batch, point in enumerate(POINTS, start=1):
@@ -95,7 +101,7 @@ def test_k_sized_per_file_gives_the_reference_s_rows_and_a_killed_run_decides_al
     readings = pl.from_arrow(SmartPlugs(rate=RATE, **SMALL).between(0, DURATION))
     root = optimize(query_sql(short("q5")), catalog, profile).logical.root
     decided = {}
-    for name in ("whole", "resumed"):
+    for name in ("whole", "native", "resumed"):
         with ColumnarStore(tmp_path / f"{name}.duckdb") as store:
             got = pl.from_arrow(store.results("q5")).select(root.columns)
             late = store.con.sql("SELECT CAST(row ->> 'id' AS BIGINT) FROM tandem_log.quarantine "
@@ -110,10 +116,10 @@ def test_k_sized_per_file_gives_the_reference_s_rows_and_a_killed_run_decides_al
         assert want.height > 0
         assert_same_rows(got, want)
         assert len(late) > 0  # the buffer let some readings come late, and they count nowhere
-    # One decision per landed file, the same however the files were batched and the run
-    # killed; the watermark never moves back.
+    # One decision per landed file, the same however the files were batched and read and the
+    # run killed; the watermark never moves back.
     assert len(decided["whole"]) == len(files)
-    assert decided["resumed"] == decided["whole"]
+    assert decided["resumed"] == decided["whole"] == decided["native"]
     marks = [m for _, _, m in decided["whole"] if m is not None]
     assert marks == sorted(marks)
     ks = [k for _, k, _ in decided["whole"]]
@@ -124,11 +130,10 @@ def test_k_sized_per_file_gives_the_reference_s_rows_and_a_killed_run_decides_al
 
 def test_the_page_draws_k_over_the_run(tmp_path):
     """The Tandem page's disorder section (plugins/tandem_plugin.py), from a run's decisions as
-    the store keeps them."""
-    from airflow_tandem.inspection import slack_of
+    the store keeps them (airflow_tandem/inspection.py)."""
+    from airflow_tandem.inspection import k_over_time, slack_of
     from columnar.store import ColumnarStore
     from kslack.manager import Decision
-    from plugins.tandem_plugin import _k_over_time
 
     start = 1_377_986_400_000_000
     with ColumnarStore(tmp_path / "t.duckdb") as store:
@@ -139,7 +144,7 @@ def test_the_page_draws_k_over_the_run(tmp_path):
     shown = slack_of("q5", Quality("am", 0.01), tmp_path / "t.duckdb")
     assert shown["decisions"] == 5 and shown["k"] == {"first": 4.5, "median": 0.3,
                                                       "last": 0.25, "max": 4.5}
-    svg = _k_over_time(shown)
+    svg = k_over_time(shown)
     points = [tuple(map(float, p.split(","))) for p in
               svg.split('points="')[1].split('"')[0].split()]
     # Five points left to right; the largest K at the top of the plot, the least lowest.
