@@ -21,6 +21,14 @@ For each run:
 - **Adaptation time**: how long each decision of K took.
 
 Writes bench/results/<name>.json and .md, and <name>-latency.png and <name>-phi.png.
+
+    .venv/bin/python bench/qddh.py --cost [--query q1] [--rate 200000] [--duration 60]
+        [--rounds 2] [--max-error 0.01]
+
+measures instead what sizing K costs: the same query over the same landed files (1-s files of
+arrival time, disordered) with the stream's fixed lateness and with AM-adt, in turn, each round
+in the opposite order of the one before; the throughput is tuples over the run's wall seconds
+(bench/results/<name>-cost.{md,json}).
 """
 
 from __future__ import annotations
@@ -132,15 +140,23 @@ def phi(exact: pl.DataFrame, produced: pl.DataFrame, thresholds: list[float]) ->
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rate", type=float, default=2000.0)
-    parser.add_argument("--duration", type=float, default=180.0)
+    parser.add_argument("--rate", type=float, help="tuples/s (default 2,000; 200,000 --cost)")
+    parser.add_argument("--duration", type=float, help="seconds (default 180; 60 --cost)")
     parser.add_argument("--unit", type=float, default=0.1, help="seconds of arrival per file")
     parser.add_argument("--windows", default="0.5,1,5")
     parser.add_argument("--errors", default="0.0001,0.001,0.01,0.1")
     parser.add_argument("--methods", default="am,pd")
     parser.add_argument("--max-delay", type=float, default=4.5)
     parser.add_argument("--name", default="qddh")
+    parser.add_argument("--cost", action="store_true", help="what sizing K costs (see above)")
+    parser.add_argument("--query", default="q1")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--max-error", type=float, default=0.01)
     args = parser.parse_args()
+    if args.cost:
+        cost(args)
+        return
+    args.rate, args.duration = args.rate or 2000.0, args.duration or 180.0
     windows = [float(w) for w in args.windows.split(",")]
     errors = [float(e) for e in args.errors.split(",")]
     methods = args.methods.split(",")
@@ -196,6 +212,48 @@ def main() -> None:
             report["windows"][f"{window:g}"] = {"windows_measured": len(ends), "runs": rows}
     report["seconds"] = time.perf_counter() - started
     write(report, errors, methods, args.name)
+
+
+def cost(args) -> None:
+    """Throughput with the fixed lateness against AM-adt over the same files (``--cost``)."""
+    from runtime.run import run
+    from runtime.spec import RunSpec
+
+    rate, duration = args.rate or 200_000.0, args.duration or 60.0
+    cache = Path(tempfile.gettempdir()) / f"tandem-qddh-cost-{rate:g}-{duration:g}"
+    files = landed(cache, rate, duration, 1.0, Disorder(max_delay=args.max_delay))
+    order = [("fixed", None), ("am", args.max_error)]
+    measured = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for round_ in range(args.rounds):
+            for method, max_error in order if round_ % 2 == 0 else order[::-1]:
+                print(f"round {round_ + 1}: {args.query} with K {method}", flush=True)
+                summary = run(RunSpec(args.query, placement="duckdb", source=str(files),
+                                      gateway="reference", store=Path(scratch) / "c.duckdb",
+                                      checkpoint=Path(scratch) / "c", disorder=method,
+                                      max_error=max_error))
+                measured.append({"round": round_ + 1, "disorder": method,
+                                 "tuples": summary.tuples, "wall_seconds": summary.wall_seconds,
+                                 "throughput": summary.throughput,
+                                 "k": summary.slack["k"] if summary.slack else None})
+    mean = {m: statistics.mean(r["throughput"] for r in measured if r["disorder"] == m)
+            for m, _ in order}
+    report = {"query": args.query, "rate": rate, "duration": duration,
+              "max_error": args.max_error, "runs": measured, "mean_throughput": mean,
+              "am_over_fixed": mean["am"] / mean["fixed"]}
+    (RESULTS / f"{args.name}-cost.json").write_text(json.dumps(report, indent=1))
+    lines = [f"# What sizing K costs ({args.name}-cost)", "",
+             f"`.venv/bin/python bench/qddh.py --cost --query {args.query}` — {args.query} all "
+             f"in DuckDB by reference over {duration:g} s of readings at {rate:,.0f} tuples/s, "
+             "out of order, in 1-s files; the fixed lateness and AM-adt "
+             f"(ε_thr {args.max_error:g}) in turn, each round in the other order.", "",
+             "| round | K | tuples | wall s | tuples/s |", "|---|---|---|---|---|"]
+    lines += [f"| {r['round']} | {r['disorder']} | {r['tuples']:,} | {r['wall_seconds']:.1f} | "
+              f"{r['throughput']:,.0f} |" for r in measured]
+    lines += ["", f"AM-adt over the fixed lateness: {report['am_over_fixed']:.3f} of its "
+              "throughput (the means of the rounds).", ""]
+    (RESULTS / f"{args.name}-cost.md").write_text("\n".join(lines))
+    print("\n".join(lines))
 
 
 def write(report: dict, errors: list[float], methods: list[str], name: str) -> None:

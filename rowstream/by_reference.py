@@ -49,9 +49,9 @@ from kslack.manager import BufferManager, Decision, Policy
 from optimizer.cost import SPLIT
 from optimizer.deployment import Deployment
 from optimizer.logical import Window
-from rowstream.eventtime import EPOCH, LATE, admit, watermark
+from rowstream.eventtime import EPOCH, admit, watermark
 from rowstream.expectations import input_suite, parameters_at, reasons
-from rowstream.gateway import Gateway, Judge, Slack, buffer_of, slack_of
+from rowstream.gateway import Gateway, Judge, Slack, buffer_of, observed, slack_of
 from rowstream.landing import EXTRA, ROW, csv_frame, is_header, read_landed, typed_frame
 from rowstream.native import canonical, canonical_field, files_of, native_format, read_ddl
 from rowstream.relations import naive
@@ -320,11 +320,7 @@ class _Batch:
                          self.judge.slide, schema.time_column, self.mark)
         good = frame.filter(pl.col("reason").is_null())
         if self.judge.slack is not None:
-            judged = frame.filter(pl.col("reason").is_null() | (pl.col("rule") == LATE))
-            value = self.judge.value
-            self._observed = (judged[schema.time_column].dt.epoch("us").to_numpy(),
-                              (judged["rule"] == LATE).fill_null(False).to_numpy(),
-                              judged[value].cast(pl.Float64).to_numpy() if value else None)
+            self._observed = observed(frame, schema.time_column, self.judge.value)
         self.quarantined.append(frame.filter(pl.col("reason").is_not_null()))
         view = f"__landed_{number}"
         self.views.append(view)

@@ -102,6 +102,16 @@ def buffer_of(policy: Policy | None, state: dict | None) -> BufferManager | None
     return None if policy is None else BufferManager.from_json(policy, state)
 
 
+def observed(frame: pl.DataFrame, time_column: str, value: str | None) -> tuple:
+    """What a K-slack buffer observes of a judged file (``BufferManager.observe``), its rows in
+    the order they landed: of those that passed the input suite, the times in µs, which came
+    late, and the values of the stream column ``value`` (None: none)."""
+    seen = frame.filter(pl.col("reason").is_null() | (pl.col("rule") == LATE))
+    return (seen[time_column].dt.epoch("us").to_numpy(),
+            (seen["rule"] == LATE).fill_null(False).to_numpy(),
+            seen[value].cast(pl.Float64).to_numpy() if value else None)
+
+
 def slack_of(buffer: BufferManager | None, decisions: list[tuple[str, Decision]]
              ) -> Slack | None:
     if buffer is None:

@@ -54,8 +54,8 @@ from pyspark.sql.streaming import DataStreamReader
 from kslack.manager import BufferManager, Policy
 from optimizer.deployment import Deployment
 from optimizer.errors import TandemError
-from rowstream.eventtime import EPOCH, LATE, admit
-from rowstream.gateway import Gateway, Judge, Verdict, buffer_of, slack_of
+from rowstream.eventtime import EPOCH, admit
+from rowstream.gateway import Gateway, Judge, Verdict, buffer_of, observed, slack_of
 from rowstream.landing import (
     EXTRA,
     ROW,
@@ -229,12 +229,8 @@ def admit_batch(rows: pl.DataFrame, schema: StreamSchema, *, high_water: datetim
     files = rows[FILE].unique(maintain_order=True).to_list()
     decisions = []
     if slack is not None:  # one file a batch (``native_stream``): one unit
-        seen = frame.filter(pl.col("reason").is_null() | (pl.col("rule") == LATE)).sort(
-            "position")
         decisions.append((unit, slack.observe(
-            seen[schema.time_column].dt.epoch("us").to_numpy(),
-            (seen["rule"] == LATE).fill_null(False).to_numpy(),
-            seen[value].cast(pl.Float64).to_numpy() if value else None)))
+            *observed(frame.sort("position"), schema.time_column, value))))
     bad = frame["reason"].is_not_null()
     admitted = pl.repeat(False, rows.height, eager=True).scatter(
         frame.filter(~bad)["position"], True)
