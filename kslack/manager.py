@@ -136,18 +136,18 @@ class BufferManager:
         if ts.size:
             seen = np.maximum.accumulate(ts if before is None else np.maximum(ts, before))
             delays = (seen - ts) / US
-            self.stats.add(delays)
+            grains = coarse(delays)
+            self.stats.add(delays, grains)
             self.largest = max(self.largest, float(delays.max()))
             late_ones = delays > 0
             runs = int(np.count_nonzero(late_ones[1:] & ~late_ones[:-1]) + late_ones[0])
-            out_of_order = coarse(delays[late_ones])
+            out_of_order = grains[late_ones]
             if out_of_order.size:
                 found = np.bincount(out_of_order)
                 size = max(found.size, self.late.size)
                 self.late = (np.pad(self.late, (0, size - self.late.size))
                              + np.pad(found, (0, size - found.size)))
-            seconds = ts / US
-            self.counts.add(seconds, np.where(late, np.inf, -np.inf))
+            self.counts.add_whole(ts, late)
             self.high_water = int(seen[-1])
             self.first = int(ts.min()) if self.first is None else self.first
         span = 0.0 if before is None or self.high_water is None else (

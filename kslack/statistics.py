@@ -42,11 +42,14 @@ class Chunk:
     largest: float
 
     @classmethod
-    def of(cls, delays: np.ndarray, granularity: float) -> Chunk:
+    def of(cls, delays: np.ndarray, granularity: float, grains: np.ndarray | None = None
+           ) -> Chunk:
+        """One unit's chunk; ``grains``: its coarse-grained delays, where they are known."""
         delays = np.asarray(delays, dtype=np.float64)
         mean = float(delays.mean())
-        return cls(1, mean, mean * mean, mean, int(delays.size),
-                   np.bincount(coarse(delays, granularity)), float(delays.max(initial=0.0)))
+        grains = coarse(delays, granularity) if grains is None else grains
+        return cls(1, mean, mean * mean, mean, int(delays.size), np.bincount(grains),
+                   float(delays.max(initial=0.0)))
 
     def to_json(self) -> list:
         """As stored with a run's progress: the counts sparse (most delays lie in a few
@@ -87,12 +90,12 @@ class StatisticsWindow:
         for chunk in self.chunks:
             self._count(chunk.counts, 1)
 
-    def add(self, delays: np.ndarray) -> int:
-        """Add one unit's delays (seconds) and cut the window where its mean changed; returns the
-        chunks dropped."""
+    def add(self, delays: np.ndarray, grains: np.ndarray | None = None) -> int:
+        """Add one unit's delays (seconds; ``grains`` their coarse-grained values, where they
+        are known) and cut the window where its mean changed; returns the chunks dropped."""
         if not np.asarray(delays).size:
             return 0
-        self.chunks.append(Chunk.of(delays, self.granularity))
+        self.chunks.append(Chunk.of(delays, self.granularity, grains))
         self._count(self.chunks[-1].counts, 1)
         if len(self.chunks) > MOST_CHUNKS:
             self.chunks[:2] = [self.chunks[0] + self.chunks[1]]

@@ -205,6 +205,7 @@ class _Batch:
             return
         ts, late = scan.landed.columns[self.schema.time_column], self._late(scan)
         suite = input_suite(self.schema)
+        late_rows = 0
         if scan.bounds_first:
             # What the bounds answer first (the late rows need a scan only where the file
             # begins at or before the watermark), then the rest.
@@ -214,22 +215,53 @@ class _Batch:
                 checks.append(f"count(*) FILTER (WHERE {late})")
             failing = self.con.execute(
                 f"SELECT {', '.join(checks)} FROM {scan.source}").fetchall()[0] if checks else ()
+            if checks and checks[-1].endswith(f"(WHERE {late})"):
+                *failing, late_rows = failing
         else:
-            rows, first, last, *failing = self.con.execute(
+            rows, first, last, late_rows, *failing = self.con.execute(
                 f"SELECT count(*), min({ts}), max({ts}), count(*) FILTER (WHERE {late}), "
                 f"{', '.join(may_fail(suite, scan.landed))} FROM {scan.source}").fetchall()[0]
         near = rows == 0 or last - first <= timedelta(seconds=self.schema.time_distance)
         if near and not any(failing):
-            self.pieces.append(f"SELECT {_columns(self.schema, scan.landed)} FROM {scan.source}")
-            self.counts.append((rows, first, last))
-            self._observe(scan, scan.source, "FALSE")
-            return
+            if not late_rows:
+                self.pieces.append(
+                    f"SELECT {_columns(self.schema, scan.landed)} FROM {scan.source}")
+                self.counts.append((rows, first, last))
+                self._observe(scan, scan.source, "FALSE")
+                return
+            if scan.row is not None:
+                self._late_only(path, scan, first)
+                return
         if scan.row is None:  # CSV read by its fields: only its lines number its rows
             scan = self._csv(number, path)
             if scan is None:
                 self._as_python_reads(number, path)
                 return
         self._judged(number, path, scan)
+
+    def _late_only(self, path: Path, scan: _Scan, first: datetime) -> None:
+        """A file whose only rows to quarantine came late (a K-slack buffer lets a few come
+        late by design): its other rows are a scan of it, and the late ones, a few, are read
+        for the quarantine, without judging each row into a table (``_judged``)."""
+        schema, late = self.schema, self._late(scan)
+        self.pieces.append(f"SELECT {_columns(schema, scan.landed)} FROM {scan.source} "
+                           f"WHERE NOT ({late})")
+        if self._observe(scan, scan.source, late):  # the buffer read every row's time
+            ts, is_late, _ = self._observed
+            on_time = ts[~is_late]
+            self.counts.append((on_time.size, *(
+                (_instant(int(on_time.min())), _instant(int(on_time.max()))) if on_time.size
+                else (None, None))))
+        else:
+            ts = scan.landed.columns[schema.time_column]
+            self.counts.append(self.con.execute(
+                f"SELECT count(*), min({ts}), max({ts}) FROM {scan.source} "
+                f"WHERE NOT ({late})").fetchall()[0])
+        failed = pl.from_arrow(self.con.sql(
+            f"SELECT *, {scan.row} AS __row, NULL::VARCHAR AS __rule FROM {scan.source} "
+            f"WHERE {late}").to_arrow_table())
+        # No row fails the suite: the parameters only word its rules.
+        self.quarantined.append(self._reasons(failed, path.name, parameters_at(first, schema)))
 
     def _late(self, scan: _Scan) -> str:
         """SQL true for a row of ``scan`` at or before the watermark of the batches before."""
@@ -280,12 +312,12 @@ class _Batch:
             self.quarantined.append(self._reasons(failed, path.name, parameters))
         self._observe(scan, f"{table} WHERE __rule IS NULL ORDER BY __row", late)
 
-    def _observe(self, scan: _Scan, source: str, late: str) -> None:
+    def _observe(self, scan: _Scan, source: str, late: str) -> bool:
         """For the K-slack buffer: the file's rows that passed the input suite, in the order
         they landed (DuckDB keeps a scan's order), their times in µs, which came late and the
-        values the requirement is on (``_observed``)."""
+        values the requirement is on (``_observed``). False where no buffer wants them."""
         if self.judge.slack is None:
-            return
+            return False
         columns = scan.landed.columns
         value = self.judge.value
         found = self.con.execute(
@@ -294,6 +326,7 @@ class _Batch:
         ).fetchnumpy()
         arrays = list(found.values())
         self._observed = (arrays[0], arrays[1], arrays[2] if value else None)
+        return True
 
     def _reasons(self, failed: pl.DataFrame, name: str, parameters: dict) -> pl.DataFrame:
         """The quarantined rows of a file judged in DuckDB, worded by the polars suite and the

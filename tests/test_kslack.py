@@ -148,6 +148,15 @@ def test_the_counts_of_received_and_missing_tuples_give_each_windows_coverage():
         inside = (ts >= end - window) & (ts < end)
         want = np.count_nonzero(inside & (before < end + k)) / np.count_nonzero(inside)
         assert counts.coverage(end) == pytest.approx(want, abs=1e-12)
+    # Where each tuple is received everywhere or missed everywhere (late), binned alike.
+    late = np.random.default_rng(RNG_SEED).random(ts.size) < 0.1
+    spread, binned = WindowCounts(window, slide), WindowCounts(window, slide)
+    micros = np.round(ts * 1e6).astype(np.int64)
+    for batch in np.array_split(np.arange(ts.size), 37):
+        spread.add(micros[batch] / 1e6, np.where(late[batch], np.inf, -np.inf))
+        binned.add_whole(micros[batch], late[batch])
+    assert binned.first == spread.first
+    assert (binned.received == spread.received).all() and (binned.missing == spread.missing).all()
     # A tuple quarantined misses every window it belongs to; none is counted twice.
     counts.add(np.array([5.05]), np.array([np.inf]))
     assert counts.missing[round(5.1 / slide) - counts.first:][:10].min() >= 1
