@@ -113,7 +113,8 @@ class BufferManager:
     largest: float = 0.0  # the largest delay so far, seconds (Max-K-slack's K)
     stats: StatisticsWindow = field(default_factory=StatisticsWindow)
     counts: WindowCounts | None = None
-    late: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # The out-of-order tuples so far per coarse-grained delay (Alg. 4.3's M reads them).
+    out_of_order: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     # Per unit: n, Σv, Σv², the span it moved the high-water mark (s), its out-of-order tuples
     # and the runs they come in.
     values: list[list[float]] = field(default_factory=list)
@@ -131,33 +132,29 @@ class BufferManager:
         which were late (quarantined), and, where the requirement is on a column's SUM or AVG,
         its values. Returns the decision for the next unit."""
         ts = np.asarray(ts, dtype=np.int64)
-        late = np.asarray(late, dtype=bool)
-        before = self.high_water
-        if ts.size:
-            seen = np.maximum.accumulate(ts if before is None else np.maximum(ts, before))
-            delays = (seen - ts) / US
-            grains = coarse(delays)
-            self.stats.add(delays, grains)
-            self.largest = max(self.largest, float(delays.max()))
-            late_ones = delays > 0
-            runs = int(np.count_nonzero(late_ones[1:] & ~late_ones[:-1]) + late_ones[0])
-            out_of_order = grains[late_ones]
-            if out_of_order.size:
-                found = np.bincount(out_of_order)
-                size = max(found.size, self.late.size)
-                self.late = (np.pad(self.late, (0, size - self.late.size))
-                             + np.pad(found, (0, size - found.size)))
-            self.counts.add_whole(ts, late)
-            self.high_water = int(seen[-1])
-            self.first = int(ts.min()) if self.first is None else self.first
-        span = 0.0 if before is None or self.high_water is None else (
-            (self.high_water - before) / US)
-        if ts.size:
-            v = np.asarray(values if values is not None else np.ones(ts.size), dtype=np.float64)
-            self.values = [*self.values, [float(v.size), float(v.sum()), float(np.square(v).sum()),
-                                          span, float(late_ones.sum()), float(runs)]
-                           ][-VALUE_UNITS:]
         self.units += 1
+        if not ts.size:
+            return self._decide()
+        before = self.high_water
+        seen = np.maximum.accumulate(ts if before is None else np.maximum(ts, before))
+        delays = (seen - ts) / US
+        grains = coarse(delays)
+        self.stats.add(delays, grains)
+        self.largest = max(self.largest, float(delays.max()))
+        disordered = delays > 0
+        found = np.bincount(grains[disordered])
+        size = max(found.size, self.out_of_order.size)
+        self.out_of_order = (np.pad(self.out_of_order, (0, size - self.out_of_order.size))
+                             + np.pad(found, (0, size - found.size)))
+        self.counts.add_whole(ts, np.asarray(late, dtype=bool))
+        self.high_water = int(seen[-1])
+        self.first = int(ts.min()) if self.first is None else self.first
+        v = np.asarray(values if values is not None else np.ones(ts.size), dtype=np.float64)
+        runs = np.count_nonzero(disordered[1:] & ~disordered[:-1]) + disordered[0]
+        span = 0.0 if before is None else (self.high_water - before) / US
+        self.values = [*self.values, [float(v.size), float(v.sum()), float(np.square(v).sum()),
+                                      span, float(disordered.sum()), float(runs)]
+                       ][-VALUE_UNITS:]
         return self._decide()
 
     def _decide(self) -> Decision:
@@ -176,7 +173,8 @@ class BufferManager:
                     self.k = am_adt(self.stats.histogram(), threshold,
                                     self.stats.max_delay(), coverage.admitted)
                 else:
-                    found = measured(self.counts, self.high_water / US, retrospect(self.late))
+                    found = measured(self.counts, self.high_water / US,
+                                     retrospect(self.out_of_order))
                     if found is not None:
                         self.k = self.pd.size(threshold, found, self.stats.max_delay())
         if self.high_water is not None:
@@ -217,7 +215,7 @@ class BufferManager:
         return {"k": self.k, "units": self.units, "high_water": self.high_water,
                 "mark": self.mark, "first": self.first, "largest": self.largest,
                 "stats": self.stats.to_json(), "counts": self.counts.to_json(),
-                "late": self.late.tolist(), "values": self.values,
+                "out_of_order": self.out_of_order.tolist(), "values": self.values,
                 "pd": [self.pd.alpha, self.pd.error]}
 
     @classmethod
@@ -230,5 +228,5 @@ class BufferManager:
                    data["first"], data["largest"],
                    StatisticsWindow.from_json(data["stats"], GRANULARITY),
                    WindowCounts.from_json(policy.window, policy.slide, data["counts"]),
-                   np.array(data["late"], np.int64), data["values"],
+                   np.array(data["out_of_order"], np.int64), data["values"],
                    PdAdt(alpha=alpha, error=error))
