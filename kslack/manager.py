@@ -116,7 +116,7 @@ class BufferManager:
     # The out-of-order tuples so far per coarse-grained delay (Alg. 4.3's M reads them).
     out_of_order: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     # Per unit: n, Σv, Σv², the span it moved the high-water mark (s), its out-of-order tuples
-    # and the runs they come in.
+    # and the runs they come in, its late tuples and their runs.
     values: list[list[float]] = field(default_factory=list)
     pd: PdAdt = field(default_factory=PdAdt)
 
@@ -146,15 +146,14 @@ class BufferManager:
         size = max(found.size, self.out_of_order.size)
         self.out_of_order = (np.pad(self.out_of_order, (0, size - self.out_of_order.size))
                              + np.pad(found, (0, size - found.size)))
-        self.counts.add_whole(ts, np.asarray(late, dtype=bool))
+        late = np.asarray(late, dtype=bool)
+        self.counts.add_whole(ts, late)
         self.high_water = int(seen[-1])
         self.first = int(ts.min()) if self.first is None else self.first
         v = np.asarray(values if values is not None else np.ones(ts.size), dtype=np.float64)
-        runs = np.count_nonzero(disordered[1:] & ~disordered[:-1]) + disordered[0]
         span = 0.0 if before is None else (self.high_water - before) / US
         self.values = [*self.values, [float(v.size), float(v.sum()), float(np.square(v).sum()),
-                                      span, float(disordered.sum()), float(runs)]
-                       ][-VALUE_UNITS:]
+                                      span, *_runs(disordered), *_runs(late)]][-VALUE_UNITS:]
         return self._decide()
 
     def _decide(self) -> Decision:
@@ -194,16 +193,20 @@ class BufferManager:
         misses one misses its run: a sum sampled in clusters of r tuples has r times the
         variance of one sampled tuple by tuple (Kish's design effect), so N counts runs,
         N / r, r being the tuples of one run in one group (a run's tuples spread over the
-        groups)."""
-        units = np.array(self.values).reshape(-1, 6)
-        n, total, squares, _, out_of_order, runs = units.sum(axis=0)
+        groups). The runs are those the buffer missed in the recent units (late tuples in a
+        row), or, while it missed none, the out-of-order tuples' (longer: delayed runs
+        that follow one another make one)."""
+        units = np.array(self.values).reshape(-1, 8)
+        n, total, squares, _, disordered, runs, late, late_runs = units.sum(axis=0)
         if not n:
             return 1.0
         # The rate over the units that moved the high-water mark (the first moves none).
         moved = units[units[:, 3] > 0]
         rate = moved[:, 0].sum() / moved[:, 3].sum() if moved.size else n
         mean, requirement, groups = total / n, self.policy.requirement, self.policy.groups
-        run = 1 + (out_of_order / runs - 1) / groups if runs else 1.0
+        if late_runs:
+            disordered, runs = late, late_runs
+        run = 1 + (disordered / runs - 1) / groups if runs else 1.0
         tuples = rate * self.policy.window / groups / run
         return coverage.sum_threshold(requirement.max_error, tuples, mean,
                                       max(squares / n - mean * mean, 0.0),
@@ -230,3 +233,9 @@ class BufferManager:
                    WindowCounts.from_json(policy.window, policy.slide, data["counts"]),
                    np.array(data["out_of_order"], np.int64), data["values"],
                    PdAdt(alpha=alpha, error=error))
+
+
+def _runs(flags: np.ndarray) -> tuple[float, float]:
+    """How many of a unit's tuples (in arrival order) are flagged, and in how many runs."""
+    runs = np.count_nonzero(flags[1:] & ~flags[:-1]) + flags[:1].sum()
+    return float(flags.sum()), float(runs)
