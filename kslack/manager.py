@@ -147,7 +147,7 @@ class BufferManager:
         self.out_of_order = (np.pad(self.out_of_order, (0, size - self.out_of_order.size))
                              + np.pad(found, (0, size - found.size)))
         late = np.asarray(late, dtype=bool)
-        self.counts.add_whole(ts, late)
+        self.counts.add(ts, late)
         self.high_water = int(seen[-1])
         self.first = int(ts.min()) if self.first is None else self.first
         v = np.asarray(values if values is not None else np.ones(ts.size), dtype=np.float64)

@@ -1,8 +1,9 @@
 """Window coverage measured at run time (Ji Sec. 4.1.4, Alg. 4.3): the Window-Coverage Runtime
 Calculator and the Statistics Manager's map M^w of received and missing tuples per window.
 
-A window is built once the buffer's output has passed its end; a tuple that arrives after a
-window it belongs to was built is missing from it, and received by those built after. So the
+A window is built once the buffer's output has passed its end. In Ji's operator a tuple that
+arrives after a window it belongs to was built is missing from it and received by those built
+after; Tandem quarantines such a tuple, so it is missing from all its windows. Either way the
 coverage measured of a window only falls as later tuples arrive (Fig. 4.3b), and Alg. 4.3 reads
 that of a window M seconds old, M being the q-quantile of the delays of the out-of-order tuples
 seen so far: old enough to be nearly settled, recent enough to say how the stream is now.
@@ -31,30 +32,11 @@ class WindowCounts:
     received: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     missing: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
-    def add(self, ts: np.ndarray, built_until: np.ndarray) -> None:
-        """Count tuples with timestamps ``ts`` (seconds), each arriving when the windows ending
-        at or before its ``built_until`` had been built: it is missing from those of its windows,
-        received by the others. A tuple that is discarded (quarantined) misses all of them:
-        give it ``inf``."""
-        ts = np.asarray(ts, dtype=np.float64)
-        if not ts.size:
-            return
-        per_tuple = round(self.window / self.slide)  # the windows each tuple belongs to
-        # The first end after a timestamp: a window [e − W, e) holds ts when e > ts
-        # (docs/design.md, Semantics).
-        start = units(ts, self.slide, up=False).astype(np.int64) + 1
-        stop = start + per_tuple  # exclusive
-        built = np.clip(units(built_until, self.slide, up=False), np.iinfo(np.int64).min // 2,
-                        np.iinfo(np.int64).max // 2).astype(np.int64)  # ±inf: none, or all
-        cut = np.clip(built + 1, start, stop)  # the ends before ``cut`` had been built
-        self._extend(int(start.min()), int(stop.max()))
-        self.missing += self._ranges(start, cut)
-        self.received += self._ranges(cut, stop)
-
-    def add_whole(self, ts: np.ndarray, late: np.ndarray) -> None:
-        """``add`` where each tuple is received by all its windows or, ``late``, missed by all
-        (Tandem quarantines a late tuple): ``ts`` in µs. Binned by first window, not spread
-        tuple by tuple: a unit holds hundreds of thousands of tuples."""
+    def add(self, ts: np.ndarray, late: np.ndarray) -> None:
+        """Count tuples with timestamps ``ts`` (µs): each is received by all its windows or,
+        ``late``, missed by all (Tandem quarantines a late tuple, where Ji's operator still
+        counts it in the windows not yet built). Binned by first window, not spread tuple by
+        tuple: a unit holds hundreds of thousands of tuples."""
         ts = np.asarray(ts, dtype=np.int64)
         if not ts.size:
             return
@@ -102,13 +84,6 @@ class WindowCounts:
             self.received = np.pad(self.received, (before, after))
             self.missing = np.pad(self.missing, (before, after))
             self.first -= before
-
-    def _ranges(self, start: np.ndarray, stop: np.ndarray) -> np.ndarray:
-        """How many of the ranges [start, stop) of end indices cover each end held."""
-        size = self.received.size + 1
-        steps = (np.bincount(start - self.first, minlength=size)
-                 - np.bincount(stop - self.first, minlength=size))
-        return np.cumsum(steps[:-1])
 
 
 def retrospect(late: np.ndarray, q: float = RETROSPECT, granularity: float = GRANULARITY

@@ -136,30 +136,25 @@ def test_pd_adt_moves_k_towards_the_threshold_from_both_sides():
 
 
 def test_the_counts_of_received_and_missing_tuples_give_each_windows_coverage():
-    # Alg. 4.3's map, counted batch by batch as the tuples arrive, against each window's
-    # tuples counted directly: those that arrived before it was built over those it holds.
-    ts, k, window, slide = disordered(**STREAM), 0.02, 1.0, 0.1
-    before = np.concatenate([[-np.inf], np.maximum.accumulate(ts)[:-1]])
+    # Alg. 4.3's map, counted batch by batch as the tuples arrive, where a late tuple misses
+    # every window it belongs to (Tandem quarantines it), against each window's tuples
+    # counted directly: those not late over those it holds.
+    ts, window, slide = disordered(**STREAM), 1.0, 0.1
+    micros = np.round(ts * 1e6).astype(np.int64)
+    late = np.random.default_rng(RNG_SEED).random(ts.size) < 0.1
     counts = WindowCounts(window, slide)
     for batch in np.array_split(np.arange(ts.size), 37):  # uneven batches
-        counts.add(ts[batch], before[batch] - k)
+        counts.add(micros[batch], late[batch])
     for j in range(20, 380, 7):
         end = j * slide
-        inside = (ts >= end - window) & (ts < end)
-        want = np.count_nonzero(inside & (before < end + k)) / np.count_nonzero(inside)
+        inside = (micros >= round((end - window) * 1e6)) & (micros < round(end * 1e6))
+        want = np.count_nonzero(inside & ~late) / np.count_nonzero(inside)
         assert counts.coverage(end) == pytest.approx(want, abs=1e-12)
-    # Where each tuple is received everywhere or missed everywhere (late), binned alike.
-    late = np.random.default_rng(RNG_SEED).random(ts.size) < 0.1
-    spread, binned = WindowCounts(window, slide), WindowCounts(window, slide)
-    micros = np.round(ts * 1e6).astype(np.int64)
-    for batch in np.array_split(np.arange(ts.size), 37):
-        spread.add(micros[batch] / 1e6, np.where(late[batch], np.inf, -np.inf))
-        binned.add_whole(micros[batch], late[batch])
-    assert binned.first == spread.first
-    assert (binned.received == spread.received).all() and (binned.missing == spread.missing).all()
-    # A tuple quarantined misses every window it belongs to; none is counted twice.
-    counts.add(np.array([5.05]), np.array([np.inf]))
-    assert counts.missing[round(5.1 / slide) - counts.first:][:10].min() >= 1
+    # A tuple at a window's end belongs to the windows after it (docs/design.md, Semantics).
+    edge = WindowCounts(window, slide)
+    edge.add(np.array([5_000_000]), np.array([True]))
+    assert edge.coverage(5.0) is None and edge.coverage(5.1) == 0.0
+    assert edge.coverage(6.0) == 0.0 and edge.coverage(6.1) is None
     assert counts.coverage(-3.0) is None
     counts.purge(10.0)
     assert counts.first == 100 and counts.coverage(9.9) is None
@@ -168,15 +163,15 @@ def test_the_counts_of_received_and_missing_tuples_give_each_windows_coverage():
 
 def test_alg_4_3_reads_the_window_as_old_as_the_q_quantile_of_the_delays():
     counts = WindowCounts(window=1.0, slide=0.5)
-    # Tuples at 0.2 and 0.7 arrive before anything was built; one at 0.3 after the window
-    # ending at 0.5 was built (it misses that one, and is received by the one ending at 1.0).
-    counts.add(np.array([0.2, 0.7]), np.array([-np.inf, -np.inf]))
-    counts.add(np.array([0.3]), np.array([0.5]))
+    # Tuples at 0.2 and 0.7 arrive in time; one at 0.3 comes late and misses its windows,
+    # those ending at 0.5 and 1.0.
+    counts.add(np.array([200_000, 700_000, 300_000]), np.array([False, False, True]))
     lookback = retrospect(np.bincount(coarse(np.array([0.1, 0.2, 0.3, 0.4, 1.0]))), q=0.5)
     assert lookback == pytest.approx(0.3)
     # At a high-water mark of 1.35, the window to read ends at or before 1.05: the one at 1.0.
-    assert measured(counts, 1.35, lookback) == 1.0
+    assert measured(counts, 1.35, lookback) == pytest.approx(2 / 3)
     assert measured(counts, 0.85, lookback) == pytest.approx(0.5)  # the one at 0.5: 1 of 2
+    assert measured(counts, 1.85, lookback) == 1.0  # the one at 1.5 holds 0.7 alone
     assert retrospect(np.zeros(3)) == 0.0
 
 
