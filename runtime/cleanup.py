@@ -58,8 +58,9 @@ class CleanupReport:
 def purge_store(store: ColumnarStore, retention: timedelta, longest_window: timedelta,
                 keep_batches: int, report: CleanupReport) -> None:
     """Delete, in every query's schema, the results more than ``retention`` older than the last
-    window_end evaluated, the window state older than that and than the longest window (open
-    windows need the rest), and the progress of all but the last ``keep_batches`` micro-batches.
+    window_end evaluated (and the K-slack decisions), the window state older than that and than
+    the longest window (open windows need the rest), and the progress of all but the last
+    ``keep_batches`` micro-batches.
     The MIG purges state as windows close; this catches what a stopped query left behind."""
     tables = store.con.sql("SELECT schema_name, table_name FROM duckdb_tables() "
                            "WHERE schema_name LIKE 'q\\_%' ESCAPE '\\'").fetchall()
@@ -83,13 +84,18 @@ def purge_store(store: ColumnarStore, retention: timedelta, longest_window: time
             # A crossing's rows carry the stream's time column, its only TIMESTAMP (a stream
             # with several is left to the MIG's own purge).
             times = [c for c, kind in names.items() if kind == "TIMESTAMP"]
-            column = "window_end" if "window_end" in names else times[0] if len(times) == 1 else None
+            column = ("window_end" if "window_end" in names else
+                      "high_water" if table == "slack" else  # K's decisions, kept as results
+                      times[0] if len(times) == 1 else None)
             if column is None:  # pane tables: the MIG keeps them to the open windows
                 continue
-            cutoff = latest - (retention if table == "results" else max(retention, longest_window))
+            cutoff = latest - (retention if table in ("results", "slack")
+                               else max(retention, longest_window))
             deleted = store.con.execute(f"DELETE FROM {schema}.{table} WHERE {column} < ?",
                                         [cutoff]).fetchall()[0][0]
-            if table == "results":
+            if table == "slack":
+                report.progress_rows += deleted
+            elif table == "results":
                 report.result_rows += deleted
             else:
                 report.state_rows += deleted

@@ -150,3 +150,22 @@ def test_the_page_draws_k_over_the_run(tmp_path):
     # Five points left to right; the largest K at the top of the plot, the least lowest.
     assert len(points) == 5 and [x for x, _ in points] == sorted(x for x, _ in points)
     assert points[0][1] < points[3][1] and points[2][1] == max(y for _, y in points)
+
+
+def test_the_nightly_clean_up_keeps_k_s_decisions_as_long_as_the_results(tmp_path):
+    from datetime import timedelta
+
+    from kslack.manager import Decision
+    from runtime.cleanup import CleanupReport, purge_store
+
+    hour = 3_600_000_000
+    with ColumnarStore(tmp_path / "t.duckdb") as store:
+        store.create("q5")
+        for batch in range(3):  # three hours of decisions, a batch an hour
+            store.arrived("q5", batch, None, {}, slack={}, decisions=[
+                (f"f{batch}", Decision(batch, 0.1, 1_377_986_400_000_000 + batch * hour, 0))])
+            store.commit("q5", batch, None, datetime(2013, 8, 31, 22) + timedelta(hours=batch))
+        report = CleanupReport()
+        purge_store(store, timedelta(hours=1), timedelta(minutes=5), 10, report)
+        kept = [file for file, in store.con.sql("SELECT file FROM q_q5.slack").fetchall()]
+    assert kept == ["f1", "f2"] and report.progress_rows == 1
