@@ -153,6 +153,11 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
             on_driver = kind == "native" and not (
                 any(step.partitioned for step in deployment.steps)
                 or SPLIT in physical.placement.values())
+            if kind == "generator":
+                raise TandemError(
+                    f"K-slack buffers ({quality.describe()}) are sized over landed files; the "
+                    "generator's stream arrives in order: give a landing directory "
+                    "(--source DIR), or no quality")
             if kind != "reference" and not on_driver:
                 raise TandemError(
                     f"K-slack buffers ({quality.describe()}) are sized over landed files judged "

@@ -169,3 +169,13 @@ def test_the_nightly_clean_up_keeps_k_s_decisions_as_long_as_the_results(tmp_pat
         purge_store(store, timedelta(hours=1), timedelta(minutes=5), 10, report)
         kept = [file for file, in store.con.sql("SELECT file FROM q_q5.slack").fetchall()]
     assert kept == ["f1", "f2"] and report.progress_rows == 1
+
+
+def test_a_quality_over_the_generator_is_refused_in_one_line(tmp_path):
+    from optimizer.errors import TandemError
+    from runtime.run import run
+    from runtime.spec import RunSpec
+
+    with pytest.raises(TandemError, match="generator's stream arrives in order: give a landing"):
+        run(RunSpec(short("q5"), placement="duckdb", max_error=0.01, duration=5,
+                    store=tmp_path / "t.duckdb"))
