@@ -419,11 +419,12 @@ class ColumnarStore:
                       [batch_id, first_ts,
                        json.dumps({k: v.isoformat() for k, v in frontiers.items()}),
                        None if slack is None else json.dumps(slack)])
-            for name, d in decisions:
-                self._run(f"INSERT INTO {schema}.slack VALUES (?, ?, ?, ?, make_timestamp(?::BIGINT), "
-                          "make_timestamp(?::BIGINT), ?, ?, ?)",
-                          [batch_id, d.unit, name, d.k, d.high_water, d.watermark, d.threshold,
-                           d.measured, d.seconds])
+            rows = [[batch_id, d.unit, name, d.k, d.high_water, d.watermark, d.threshold,
+                     d.measured, d.seconds] for name, d in decisions]
+            if rows:
+                self.con.executemany(
+                    f"INSERT INTO {schema}.slack VALUES (?, ?, ?, ?, make_timestamp(?::BIGINT), "
+                    "make_timestamp(?::BIGINT), ?, ?, ?)", rows)
 
     def commit(self, query: str, batch_id: int, rows: pa.Table | None,
                last_end: datetime | None, results: str | None = None) -> int:

@@ -63,6 +63,15 @@ class Requirement:
                 f"{self.confidence:.4g}")
 
 
+def check(method: str, requirement: Requirement | None) -> None:
+    """A ValueError unless ``method`` is a way to size K that ``requirement`` serves."""
+    if method not in POLICIES:
+        raise ValueError(f"disorder {method!r}: give one of {', '.join(POLICIES)}")
+    if method in ADAPTIVE and requirement is None:
+        raise ValueError(f"disorder {method} sizes K for a result quality: state one, such as "
+                         "max_error = 0.01")
+
+
 @dataclass(frozen=True)
 class Policy:
     """How one query's K is chosen: ``method`` (``POLICIES``), its requirement (for ``am``
@@ -78,12 +87,7 @@ class Policy:
     warmup: float = WARMUP
 
     def __post_init__(self):
-        if self.method not in POLICIES:
-            raise ValueError(f"disorder handling {self.method!r}: give one of "
-                             f"{', '.join(POLICIES)}")
-        if self.method in ADAPTIVE and self.requirement is None:
-            raise ValueError(f"{self.method} sizes K for a result quality: give one "
-                             "(max_error and confidence)")
+        check(self.method, self.requirement)
 
 
 @dataclass(frozen=True)

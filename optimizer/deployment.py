@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from optimizer.cost import DB_ENGINES, PARTITIONED
+from optimizer.cost import DB_ENGINES, PARTITIONED, SPLIT
 from optimizer.logical import Node, Window, post_order
 from optimizer.physical import PhysicalPlan, db_fragments
 
@@ -43,6 +43,13 @@ class Deployment:
 
     def relation_id(self, node: Node) -> str:
         return self.physical.logical.relation_ids[node]
+
+    @property
+    def judged_in_executors(self) -> bool:
+        """The stream's rows stay in Spark's executors, where a DB-op runs on duckdb-partitioned
+        or Spark computes a split aggregate's partials: the MIG judges each task's there."""
+        return (any(step.partitioned for step in self.steps)
+                or SPLIT in self.physical.placement.values())
 
 
 def deploy(physical: PhysicalPlan) -> Deployment:

@@ -46,7 +46,6 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
 from kslack.manager import BufferManager, Decision, Policy
-from optimizer.cost import SPLIT
 from optimizer.deployment import Deployment
 from optimizer.logical import Window
 from rowstream.eventtime import EPOCH, admit, watermark
@@ -79,8 +78,7 @@ def reads_no_rows(deployment: Deployment) -> bool:
     reads the stream (every crossing is a window of the stream itself), no DB-op runs in
     Spark's executors and Spark computes no split aggregate's partials."""
     return (all(isinstance(node, Window) for node in deployment.crossings)
-            and not any(step.partitioned for step in deployment.steps)
-            and SPLIT not in deployment.physical.placement.values())
+            and not deployment.judged_in_executors)
 
 
 def fits(directory: str | Path, deployment: Deployment) -> bool:
@@ -211,11 +209,12 @@ class _Batch:
             # begins at or before the watermark), then the rest.
             rows, first, last, ranges = self._bounds(scan, unique_columns(suite))
             checks = may_fail(suite, scan.landed, ranges)
-            if first is not None and self.mark is not None and first <= _instant(self.mark):
+            counted = first is not None and self.mark is not None and first <= _instant(self.mark)
+            if counted:
                 checks.append(f"count(*) FILTER (WHERE {late})")
             failing = self.con.execute(
                 f"SELECT {', '.join(checks)} FROM {scan.source}").fetchall()[0] if checks else ()
-            if checks and checks[-1].endswith(f"(WHERE {late})"):
+            if counted:
                 *failing, late_rows = failing
         else:
             rows, first, last, late_rows, *failing = self.con.execute(

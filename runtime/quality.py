@@ -20,7 +20,7 @@ from pathlib import Path
 
 from sqlglot import exp
 
-from kslack.manager import ADAPTIVE, POLICIES, Policy, Requirement
+from kslack.manager import Policy, Requirement, check
 from optimizer.catalog import Stream
 from optimizer.errors import TandemError
 from optimizer.logical import Aggregate, LogicalPlan, post_order, source_window, windows
@@ -45,14 +45,8 @@ class Quality:
     source: str = ""
 
     def __post_init__(self):
-        if self.disorder not in POLICIES:
-            raise TandemError(f"disorder {self.disorder!r} ({self.source}): give one of "
-                              f"{', '.join(POLICIES)}")
-        if self.disorder in ADAPTIVE and self.max_error is None:
-            raise TandemError(f"disorder {self.disorder} ({self.source}) sizes K for a result "
-                              "quality: state one, such as max_error = 0.01")
-        try:
-            _ = self.requirement  # its checks, worded for where it was stated
+        try:  # the checks of kslack, worded for where the quality was stated
+            check(self.disorder, self.requirement)
         except ValueError as err:
             raise TandemError(f"{err} ({self.source})") from None
 
@@ -79,9 +73,9 @@ class Quality:
                                    ("confidence", confidence)) if v is not None}
         if not given:
             return self
-        return _stated({**self._stated(), **given}, source)
+        return _quality({**self._keys(), **given}, source)
 
-    def _stated(self) -> dict:
+    def _keys(self) -> dict:
         """The keys stated, where a fixed lateness is only the default."""
         stated = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "source"}
         if self.max_error is None:
@@ -91,7 +85,7 @@ class Quality:
         return stated
 
 
-def _stated(keys: dict, source: str) -> Quality:
+def _quality(keys: dict, source: str) -> Quality:
     """The quality of the keys a query states (module docstring): AM-adt where a requirement
     is, unless a way to size K is stated too."""
     unknown = set(keys) - {"disorder", "max_error", "confidence"}
@@ -115,9 +109,9 @@ def stated(query: Path, catalog: Path) -> Quality:
         raise TandemError(f"{query}: state one QUALITY hint")
     if hints:
         keys = dict(_pair(part, query) for part in hints[0].split(",") if part.strip())
-        return _stated(keys, f"{query.name}'s QUALITY hint")
+        return _quality(keys, f"{query.name}'s QUALITY hint")
     entry = read_toml(catalog, "catalog", "pass --catalog").get("queries", {}).get(query.stem)
-    return _stated(entry, f"[queries.{query.stem}] in {catalog.name}") if entry else Quality()
+    return _quality(entry, f"[queries.{query.stem}] in {catalog.name}") if entry else Quality()
 
 
 def _pair(text: str, query: Path) -> tuple[str, str]:
@@ -145,7 +139,6 @@ def policy(quality: Quality, plan: LogicalPlan, stream: Stream, lateness: float
             break
     return Policy(quality.disorder, quality.requirement, lateness, window.size,
                   window.slide_seconds, stream.distinct.get(keys, 1.0) if keys else 1.0), value
-
 
 
 def slack_summary(quality: Quality, decisions: list[dict]) -> dict:

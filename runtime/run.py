@@ -23,7 +23,6 @@ from pyspark.errors.exceptions.captured import CapturedException
 from columnar.store import ColumnarStore, schema_name
 from optimizer import load_catalog
 from optimizer.catalog import Stream
-from optimizer.cost import SPLIT
 from optimizer.deployment import Deployment, deploy
 from optimizer.errors import TandemError
 from optimizer.logical import windows
@@ -150,9 +149,7 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
         if quality.disorder != "fixed":
             # The buffer sizes K file by file where one process judges the files in order:
             # DuckDB by reference, or the MIG on the driver over Spark's own file source.
-            on_driver = kind == "native" and not (
-                any(step.partitioned for step in deployment.steps)
-                or SPLIT in physical.placement.values())
+            on_driver = kind == "native" and not deployment.judged_in_executors
             if kind == "generator":
                 raise TandemError(
                     f"K-slack buffers ({quality.describe()}) are sized over landed files; the "
