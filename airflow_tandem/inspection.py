@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from html import escape
 from pathlib import Path
 
 from columnar.inspect import explain_fragment
@@ -138,19 +139,32 @@ def data_quality(names: list[str], store: Path, limit: int = 12) -> tuple[list[d
     return validations, quarantine
 
 
+COLOURS = ("#0b6bcb", "#c2410c", "#15803d", "#7e22ce")  # a line per stream
+
+
 def k_over_time(slack: dict) -> str:
-    """K against the stream's high-water mark, as an inline SVG line."""
-    points = [(datetime.fromisoformat(t).timestamp(), k) for t, k in slack["k_over_time"] if t]
-    if len(points) < 2:
+    """K against each stream's high-water mark, as an inline SVG line per stream."""
+    lines = {name: [(datetime.fromisoformat(t).timestamp(), k) for t, k in points if t]
+             for name, points in slack["k_over_time"].items()}
+    every = [p for points in lines.values() for p in points]
+    if len(every) < 2:
         return ""
     width, height, pad = 640, 160, 30
-    (t0, t1), top = (points[0][0], points[-1][0]), max(k for _, k in points) or 1.0
-    xy = " ".join(f"{pad + (t - t0) / ((t1 - t0) or 1) * (width - 2 * pad):.1f},"
-                  f"{height - pad - k / top * (height - 2 * pad):.1f}" for t, k in points)
+    t0, t1 = min(t for t, _ in every), max(t for t, _ in every)
+    top = max(k for _, k in every) or 1.0
+    drawn, legend = [], []
+    for i, (name, points) in enumerate(lines.items()):
+        colour = COLOURS[i % len(COLOURS)]
+        xy = " ".join(f"{pad + (t - t0) / ((t1 - t0) or 1) * (width - 2 * pad):.1f},"
+                      f"{height - pad - k / top * (height - 2 * pad):.1f}" for t, k in points)
+        drawn.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" '
+                     f'points="{xy}"/>')
+        if len(lines) > 1:
+            legend.append(f'<text x="{width - pad - 80}" y="{pad + 12 * i}" font-size="11" '
+                          f'fill="{colour}">{escape(name)}</text>')
     return (f'<svg class="k-over-time" width="{width}" height="{height}" role="img" '
-            f'aria-label="K over the run">'
-            f'<polyline fill="none" stroke="#0b6bcb" stroke-width="1.5" points="{xy}"/>'
+            f'aria-label="K over the run">{"".join(drawn)}{"".join(legend)}'
             f'<text x="2" y="{pad}" font-size="11">{top:.3g} s</text>'
             f'<text x="2" y="{height - pad}" font-size="11">0</text>'
-            f'<text x="{pad}" y="{height - 8}" font-size="11">K (s) over the stream\'s event '
+            f'<text x="{pad}" y="{height - 8}" font-size="11">K (s) over the streams\' event '
             f"time, {slack['decisions']:,} decisions</text></svg>")

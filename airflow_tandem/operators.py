@@ -36,7 +36,7 @@ def lateness_param():
 
 def quality_params() -> dict:
     """The DAGs' form fields for the result quality (``tandem run --max-error --confidence
-    --disorder``): empty keeps what the query states."""
+    --min-recall --disorder``): empty keeps what the query states."""
     from airflow.sdk import Param
 
     from kslack.manager import POLICIES
@@ -49,6 +49,10 @@ def quality_params() -> dict:
         "confidence": Param(None, type=["null", "number"], minimum=0, maximum=1,
                             description="With max_error: the probability of meeting it "
                                         "(empty: the query's, else 0.95)."),
+        "min_recall": Param(None, type=["null", "number"], minimum=0, maximum=1,
+                            description="The result quality of a join between streams: a "
+                                        "recall of at least this, instead of max_error "
+                                        "(empty: the query's)."),
         "disorder": Param(None, type=["null", "string"], enum=[None, *POLICIES],
                           description="How K is sized: fixed, none, max, am or pd (empty: am "
                                       "where a quality is stated, else fixed)."),
@@ -97,20 +101,22 @@ class RunQueryOperator(StoreOperator):
     for another plan (``tandem run --adaptive``, over the generator)."""
 
     template_fields = ("query", "placement", "rate", "duration", "batch", "lateness", "adaptive",
-                       "steps", "source", "max_error", "confidence", "disorder")
+                       "steps", "source", "max_error", "confidence", "min_recall", "disorder")
 
     def __init__(self, *, query: str, placement: str = "auto", rate: float | str = 1000.0,
                  duration: float | str = 60.0, batch: float | str | None = None,
                  lateness: float | str | None = None, plan_task_id: str | None = None,
                  adaptive: bool | str = False, steps: str = "", source: str = "generator",
                  max_error: float | str | None = None, confidence: float | str | None = None,
-                 disorder: str | None = None, **kwargs):
+                 disorder: str | None = None, min_recall: float | str | None = None,
+                 **kwargs):
         super().__init__(**kwargs)
         self.query, self.placement, self.rate = query, placement, rate
         self.duration, self.batch, self.plan_task_id = duration, batch, plan_task_id
         self.lateness, self.adaptive, self.steps = lateness, adaptive, steps
         self.source = source
         self.max_error, self.confidence, self.disorder = max_error, confidence, disorder
+        self.min_recall = min_recall
 
     def execute(self, context) -> dict:
         from runtime.migration import run_adaptive
@@ -127,6 +133,7 @@ class RunQueryOperator(StoreOperator):
                        lateness=_number(self.lateness), store=settings.store_path(),
                        steps=parse_steps(self.steps or ""), source=self.source or "generator",
                        max_error=_number(self.max_error), confidence=_number(self.confidence),
+                       min_recall=_number(self.min_recall),
                        disorder=None if self.disorder in (None, "", "None") else self.disorder)
         if str(self.adaptive).lower() in ("true", "1"):
             adapted = run_adaptive(spec.query, placement=spec.placement, rate=spec.rate,

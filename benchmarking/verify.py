@@ -99,9 +99,9 @@ def verify(query: str, how: str = "all", *, rate: float = 3.0, duration: float =
         stream = pl.from_arrow(SmartPlugs(rate=rate, **SMALL).between(0, duration))
         truth, last_end = reference.Evaluator({schema.name: stream}), None
     else:
-        truth, last_end = landed_truth(spec.source, schema, spec.lateness if spec.lateness
-                                       is not None else default_lateness(
-                                           catalog_streams(explanation)), explanation)
+        truth, last_end = landed_truth([(spec.source, schema, spec.lateness if spec.lateness
+                                         is not None else default_lateness(
+                                             catalog_streams(explanation)))], explanation)
 
     def one(placement: dict[str, str]) -> Outcome:
         plan = explain(query, rate=rate, catalog=catalog, profile=profile,
@@ -131,22 +131,29 @@ def verify(query: str, how: str = "all", *, rate: float = 3.0, duration: float =
         return list(pool.map(one, chosen))
 
 
-def landed_truth(directory: str, schema: StreamSchema, lateness: float,
+def landed_truth(landings: list[tuple[str, StreamSchema, float]],
                  explanation) -> tuple[reference.Evaluator, datetime | None]:
-    """The reference over a landing directory's files: the rows the input suite and the
-    lateness rule admit, file by file in landing order as a run reads them, and the last
-    window_end a run evaluates (a directory has no end: as far as its watermark,
-    ``rowstream/eventtime.py``)."""
+    """The reference over landing directories' files, each ``(directory, stream, lateness)``:
+    the rows the input suite and the lateness rule admit, file by file in landing order as a
+    run reads them, and the last window_end a run evaluates (a directory has no end: as far
+    as its watermark, ``rowstream/eventtime.py``, or the earliest of the streams' where the
+    query joins several)."""
     slide = explanation.optimization.logical.root.slide
-    admitted, high_water = [], None
-    for name in landed_files(directory):
-        rows, high_water = admit(read_landed(Path(directory) / name, schema), high_water,
-                                 lateness, slide, schema.time_column)
-        admitted.append(rows.filter(pl.col("reason").is_null()).select(schema.names))
-    stream = pl.concat(admitted) if admitted else pl.DataFrame(schema=schema.polars)
-    mark = watermark(high_water, lateness)
-    last_end = None if mark is None else EPOCH + timedelta(microseconds=mark)
-    return reference.Evaluator({schema.name: stream}), last_end
+    streams, last_end = {}, None
+    for directory, schema, lateness in landings:
+        admitted, high_water = [], None
+        for name in landed_files(directory):
+            rows, high_water = admit(read_landed(Path(directory) / name, schema), high_water,
+                                     lateness, slide, schema.time_column)
+            admitted.append(rows.filter(pl.col("reason").is_null()).select(schema.names))
+        streams[schema.name] = (pl.concat(admitted) if admitted
+                                else pl.DataFrame(schema=schema.polars))
+        mark = watermark(high_water, lateness)
+        if mark is None:
+            return reference.Evaluator(streams), None
+        mine = EPOCH + timedelta(microseconds=mark)
+        last_end = mine if last_end is None else min(last_end, mine)
+    return reference.Evaluator(streams), last_end
 
 
 def compare(placement: dict[str, str], got: pl.DataFrame, want: pl.DataFrame) -> Outcome:

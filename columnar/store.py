@@ -186,7 +186,9 @@ class ColumnarStore:
         self._run(f"ALTER TABLE {schema}.progress ADD COLUMN IF NOT EXISTS slack JSON")
         self._run(f"CREATE TABLE IF NOT EXISTS {schema}.slack (batch_id BIGINT, unit BIGINT, "
                   "file VARCHAR, k DOUBLE, high_water TIMESTAMP, watermark TIMESTAMP, "
-                  "threshold DOUBLE, measured DOUBLE, seconds DOUBLE)")
+                  "threshold DOUBLE, measured DOUBLE, seconds DOUBLE, stream VARCHAR)")
+        # A run's schema from before joins between streams resumes with them.
+        self._run(f"ALTER TABLE {schema}.slack ADD COLUMN IF NOT EXISTS stream VARCHAR")
         return schema
 
     def forget(self, query: str) -> None:
@@ -374,7 +376,7 @@ class ColumnarStore:
         if not self._exists(schema_name(query), "slack"):
             return []
         cursor = self.con.execute(f"SELECT * FROM {schema_name(query)}.slack "
-                                  "ORDER BY batch_id, unit")
+                                  "ORDER BY batch_id, stream, unit")
         names = [c[0] for c in cursor.description]
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
@@ -402,7 +404,7 @@ class ColumnarStore:
                 slack: dict | None = None, decisions: Iterable[tuple] = ()) -> None:
         """Record how far a batch's arrivals complete the crossings, once its rows are
         appended, and a K-slack buffer's state after it and decisions (``slack``: the
-        buffer's ``to_json``; ``decisions``: a file's name and its ``Decision`` each). A
+        buffer's ``to_json``; ``decisions``: a file's stream, its name and its ``Decision`` each). A
         replayed batch first takes back what it and later batches committed: their results
         and progress are evaluated again. ``results``: the query whose results table the
         batches write (default ``query``; a migrated run's plans share their run's)."""
@@ -420,11 +422,12 @@ class ColumnarStore:
                        json.dumps({k: v.isoformat() for k, v in frontiers.items()}),
                        None if slack is None else json.dumps(slack)])
             rows = [[batch_id, d.unit, name, d.k, d.high_water, d.watermark, d.threshold,
-                     d.measured, d.seconds] for name, d in decisions]
+                     d.measured, d.seconds, stream] for stream, name, d in decisions]
             if rows:
                 self.con.executemany(
-                    f"INSERT INTO {schema}.slack VALUES (?, ?, ?, ?, make_timestamp(?::BIGINT), "
-                    "make_timestamp(?::BIGINT), ?, ?, ?)", rows)
+                    f"INSERT INTO {schema}.slack (batch_id, unit, file, k, high_water, watermark, "
+                    "threshold, measured, seconds, stream) VALUES (?, ?, ?, ?, "
+                    "make_timestamp(?::BIGINT), make_timestamp(?::BIGINT), ?, ?, ?, ?)", rows)
 
     def commit(self, query: str, batch_id: int, rows: pa.Table | None,
                last_end: datetime | None, results: str | None = None) -> int:

@@ -56,6 +56,7 @@ with DAG(
                            adaptive="{{ params.adaptive }}", steps="{{ params.steps }}",
                            source="{{ params.source }}", max_error="{{ params.max_error }}",
                            confidence="{{ params.confidence }}",
+                           min_recall="{{ params.min_recall }}",
                            disorder="{{ params.disorder }}")
     summary = SummaryOperator(task_id="summary", run_task_id="run")
     optimise >> run >> summary

@@ -15,7 +15,8 @@ lateness. The window state is the buffer (docs/design.md, Disorder handling).
 
 Policies: ``fixed`` (K = the stream's allowed lateness L, today's), ``none`` and ``max`` (Ji's
 baselines No-K-slack, K = 0, and Max-K-slack, K = the largest delay seen so far, Sec. 4.3.2),
-``am`` and ``pd`` (AM-adt and PD-adt, Sec. 4.1.5 and 4.1.6, for a relative-error requirement).
+``am`` and ``pd`` (AM-adt and PD-adt, Sec. 4.1.5 and 4.1.6, for a relative-error requirement, or
+Sec. 4.2.4 and 4.2.5 for a join's recall).
 """
 
 from __future__ import annotations
@@ -63,13 +64,43 @@ class Requirement:
                 f"{self.confidence:.4g}")
 
 
-def check(method: str, requirement: Requirement | None) -> None:
+@dataclass(frozen=True)
+class Recall:
+    """A join's result quality (Sec. 4.2.1): a recall of at least ``min_recall``, the share of
+    the true join results produced.
+
+    A late tuple misses every window (docs/design.md, Disorder handling), so a result of a
+    join of m windows is produced iff each of its m tuples was admitted, and with delays
+    independent of a tuple's productivity (Ji's EqSel) the recall is the product of the m
+    inputs' admitted shares, f_{D_i^K}(0) (Eq. 4.6 with each window either whole or missed).
+    Each stream's buffer is sized apart, for the share Γ^{1/m}: the product then meets Γ, and
+    each stream's decisions depend on its own files only (Ji's Same-K couples them, and would
+    make a stream's K depend on how the streams' files were batched)."""
+
+    min_recall: float
+    inputs: int = 2  # m: the windows the join reads, a stream's as often as it is read
+
+    def __post_init__(self):
+        if not 0 < self.min_recall <= 1:
+            raise ValueError(f"min_recall {self.min_recall:g}: give a recall in (0, 1], such as "
+                             "0.99")
+
+    @property
+    def share(self) -> float:
+        """The share of its tuples each stream's buffer must admit."""
+        return self.min_recall ** (1 / self.inputs)
+
+    def describe(self) -> str:
+        return f"recall ≥ {self.min_recall:.4g}"
+
+
+def check(method: str, requirement: Requirement | Recall | None) -> None:
     """A ValueError unless ``method`` is a way to size K that ``requirement`` serves."""
     if method not in POLICIES:
         raise ValueError(f"disorder {method!r}: give one of {', '.join(POLICIES)}")
     if method in ADAPTIVE and requirement is None:
         raise ValueError(f"disorder {method} sizes K for a result quality: state one, such as "
-                         "max_error = 0.01")
+                         "max_error = 0.01 or min_recall = 0.99")
 
 
 @dataclass(frozen=True)
@@ -79,7 +110,7 @@ class Policy:
     aggregate's window and slide, and the groups each window's tuples split into."""
 
     method: str
-    requirement: Requirement | None = None
+    requirement: Requirement | Recall | None = None
     lateness: float = 0.0
     window: float = 1.0
     slide: float = 1.0
@@ -190,7 +221,8 @@ class BufferManager:
 
     def threshold(self) -> float:
         """Cvrg_thr, Eq. (4.1), for the requirement over the recent units' values: N the
-        tuples of one group's window, μ and σ² their values' (a COUNT's are all 1).
+        tuples of one group's window, μ and σ² their values' (a COUNT's are all 1). For a
+        join's recall, the share of its tuples the stream must admit (``Recall``).
 
         Eq. (4.1) takes each tuple to be missing independently of the others. Out-of-order
         tuples come in runs (Ji's Table 4.1: 83 % of them follow another), and a buffer that
@@ -200,6 +232,8 @@ class BufferManager:
         groups). The runs are those the buffer missed in the recent units (late tuples in a
         row), or, while it missed none, the out-of-order tuples' (longer: delayed runs
         that follow one another make one)."""
+        if isinstance(self.policy.requirement, Recall):
+            return self.policy.requirement.share
         units = np.array(self.values).reshape(-1, 8)
         n, total, squares, _, disordered, runs, late, late_runs = units.sum(axis=0)
         if not n:

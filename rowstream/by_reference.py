@@ -36,6 +36,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import reduce
 from pathlib import Path
 
 import duckdb
@@ -44,13 +45,22 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from kslack.manager import BufferManager, Decision, Policy
 from optimizer.deployment import Deployment
 from optimizer.logical import Window
 from rowstream.eventtime import EPOCH, admit, watermark
 from rowstream.expectations import input_suite, parameters_at, reasons
-from rowstream.gateway import Gateway, Judge, Slack, buffer_of, observed, slack_of
+from rowstream.gateway import (
+    Gateway,
+    Judge,
+    Slack,
+    buffer_of,
+    observed,
+    quarantined_rows,
+    slack_of,
+)
 from rowstream.landing import EXTRA, ROW, csv_frame, is_header, read_landed, typed_frame
 from rowstream.native import canonical, canonical_field, files_of, native_format, read_ddl
 from rowstream.relations import naive
@@ -93,6 +103,7 @@ class Read:
     over temporary tables and views that ``close`` drops), their count and event-time bounds,
     the quarantined rows (``StreamSchema.quarantined``) and the high-water mark after it."""
 
+    schema: StreamSchema
     rows: str
     tuples: int
     first: datetime | None
@@ -103,6 +114,17 @@ class Read:
     views: list[str] = field(default_factory=list)
     python: tuple[str, ...] = ()  # the files read as the Python source reads them
     slack: Slack | None = None  # with a K-slack buffer (``FileReferences.slack``)
+
+    def rows_of(self, stream: str) -> str:
+        """SQL that gives the admitted rows of ``stream``, the one this batch read."""
+        return self.rows
+
+    def tuples_of(self, stream: str) -> int:
+        return self.tuples
+
+    def quarantine_rows(self) -> pa.Table:
+        """The quarantined rows as the quarantine table holds them."""
+        return quarantined_rows(self.schema, self.quarantined)
 
     def close(self, con: duckdb.DuckDBPyConnection) -> None:
         for name in self.temporary:
@@ -162,7 +184,7 @@ class _Batch:
     temporary: list[str] = field(default_factory=list)
     views: list[str] = field(default_factory=list)
     python: list[str] = field(default_factory=list)
-    decisions: list[tuple[str, Decision]] = field(default_factory=list)
+    decisions: list[tuple[str, str, Decision]] = field(default_factory=list)
     # The last file's rows for the buffer (``_observe``): times, late, values.
     _observed: tuple = field(default=(), init=False)
 
@@ -189,7 +211,8 @@ class _Batch:
     def add(self, number: int, path: Path) -> None:
         self._add(number, path)
         if self.judge.slack is not None:
-            self.decisions.append((path.name, self.judge.slack.observe(*self._observed)))
+            self.decisions.append((self.schema.name, path.name,
+                                   self.judge.slack.observe(*self._observed)))
         last = self.counts[-1][2]
         if last is not None:
             last = (last - EPOCH) // US
@@ -429,7 +452,7 @@ class _Batch:
         empty = (f"SELECT {', '.join(f'NULL::{t} AS {identifier(c)}' for c, t in schema.columns)}"
                  " WHERE FALSE")
         high_water = None if self.before is None else _instant(self.before)
-        return Read(" UNION ALL ".join(self.pieces) or empty, tuples, min(firsts, default=None),
+        return Read(schema, " UNION ALL ".join(self.pieces) or empty, tuples, min(firsts, default=None),
                     latest, _quarantined(self.quarantined, schema), high_water, self.temporary,
                     self.views, tuple(self.python), slack_of(self.judge.slack, self.decisions))
 
@@ -612,3 +635,110 @@ class ReferencedFiles(Gateway):
         ``high_water`` and the K-slack buffer's state ``slack``."""
         return FileReferences(self.schema, files, high_water, self.lateness, self.slide,
                               buffer_of(self.policy, slack), self.value)
+
+
+@dataclass
+class Reads:
+    """A micro-batch of several streams, each read by DuckDB as a ``Read`` of its own, behind
+    a synchronisation buffer (Ji Sec. 3.2): the batch's watermark (``slack.watermark``) is the
+    earliest of the streams' watermarks, so a window is evaluated once every stream has passed
+    it, and each stream's high-water mark and buffer go on in ``slack.state``."""
+
+    parts: dict[str, Read]
+    slack: Slack
+    high_water = None  # each stream's is in ``slack.state``
+
+    def rows_of(self, stream: str) -> str:
+        return self.parts[stream].rows
+
+    def tuples_of(self, stream: str) -> int:
+        return self.parts[stream].tuples
+
+    @property
+    def tuples(self) -> int:
+        return sum(p.tuples for p in self.parts.values())
+
+    @property
+    def first(self) -> datetime | None:
+        return min((p.first for p in self.parts.values() if p.first is not None), default=None)
+
+    @property
+    def latest(self) -> datetime | None:
+        return max((p.latest for p in self.parts.values() if p.latest is not None), default=None)
+
+    @property
+    def python(self) -> tuple[str, ...]:
+        return tuple(name for p in self.parts.values() for name in p.python)
+
+    def quarantine_rows(self) -> pa.Table:
+        return pa.concat_tables([p.quarantine_rows() for p in self.parts.values()])
+
+    def close(self, con: duckdb.DuckDBPyConnection) -> None:
+        for part in self.parts.values():
+            part.close(con)
+
+
+@dataclass(frozen=True)
+class SynchronisedReferences:
+    """The judge of a micro-batch of several streams: each stream's files judged by its own
+    ``FileReferences``, with the stream's schema, high-water mark and lateness (or K-slack
+    buffer), then synchronised (``Reads``)."""
+
+    streams: tuple[FileReferences, ...]
+
+    def read(self, con: duckdb.DuckDBPyConnection) -> Reads:
+        parts = {judge.schema.name: judge.read(con) for judge in self.streams}
+        marks = [_watermark_after(judge, parts[judge.schema.name]) for judge in self.streams]
+        state = {name: {"high_water": None if read.high_water is None
+                        else read.high_water.isoformat(),
+                        "slack": None if read.slack is None else read.slack.state}
+                 for name, read in parts.items()}
+        decisions = tuple(d for read in parts.values() if read.slack
+                          for d in read.slack.decisions)
+        synchronised = None if None in marks else min(marks)
+        return Reads(parts, Slack(synchronised, decisions, state))
+
+
+def _watermark_after(judge: FileReferences, read: Read) -> datetime | None:
+    """A stream's watermark after its part of a batch: its K-slack buffer's, else its
+    high-water mark less its lateness; None before its first row."""
+    if read.slack is not None:
+        return read.slack.watermark
+    if read.high_water is None:
+        return None
+    return _instant(watermark((read.high_water - EPOCH) // US, judge.lateness))
+
+
+@dataclass(frozen=True)
+class ReferencedStreams(Gateway):
+    """Several streams' landing directories read by reference in one run, for a join between
+    streams: one Spark file source each, in one query, so that one checkpoint plans the
+    batches of all (its file source ``i`` is ``streams[i]``); DuckDB reads each stream's files
+    as ``ReferencedFiles`` does. The state a batch leaves (each stream's high-water mark and
+    buffer) is the batch's progress."""
+
+    name = "reference"
+    by_reference = True
+    streams: tuple[ReferencedFiles, ...]
+
+    @property
+    def schema(self) -> StreamSchema:
+        return self.streams[0].schema
+
+    def stream(self, spark: SparkSession) -> DataFrame:
+        """The streams' file sources, unioned: Spark plans a batch when any has new files."""
+        sources = [part.stream(spark).select(F.lit(i).alias("source"))
+                   for i, part in enumerate(self.streams)]
+        return reduce(DataFrame.union, sources)
+
+    def judge(self, batch_id: int, high_water: datetime | None,
+              slack: dict | None = None) -> SynchronisedReferences:
+        state = slack or {}
+        judges = []
+        for i, part in enumerate(self.streams):
+            mine = state.get(part.schema.name) or {}
+            before = mine.get("high_water")
+            judges.append(part.references(
+                tuple(files_of(part.checkpoint, batch_id, i)),
+                None if before is None else datetime.fromisoformat(before), mine.get("slack")))
+        return SynchronisedReferences(tuple(judges))

@@ -88,11 +88,11 @@ class Quarantined:
 @dataclass(frozen=True)
 class Slack:
     """What a K-slack buffer (``kslack/manager.py``) made of a batch: the watermark after it,
-    each landed file's decision, and the buffer's state after the batch, which the batch's
-    progress stores (``ColumnarStore.arrived``)."""
+    each landed file's decision (its stream, its name, the decision), and the buffer's state
+    after the batch, which the batch's progress stores (``ColumnarStore.arrived``)."""
 
     watermark: datetime | None
-    decisions: tuple[tuple[str, Decision], ...]
+    decisions: tuple[tuple[str, str, Decision], ...]
     state: dict
 
 
@@ -112,7 +112,7 @@ def observed(frame: pl.DataFrame, time_column: str, value: str | None) -> tuple:
             seen[value].cast(pl.Float64).to_numpy() if value else None)
 
 
-def slack_of(buffer: BufferManager | None, decisions: list[tuple[str, Decision]]
+def slack_of(buffer: BufferManager | None, decisions: list[tuple[str, str, Decision]]
              ) -> Slack | None:
     if buffer is None:
         return None

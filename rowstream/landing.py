@@ -183,23 +183,24 @@ def typed_frame(rows: pl.DataFrame, name: str, schema: StreamSchema,
     ).with_columns(_unparsed(schema))
 
 
-def batch_files(checkpoint: str | Path, batch_id: int) -> list[Path]:
-    """The files Spark's file source gave micro-batch ``batch_id``: those its source log holds
-    after the offset of the batch before, up to the batch's own (``FileStreamSource.getBatch``).
-    The log numbers its entries itself. A run that dies after Spark logged a batch's files but
-    before it wrote the batch's offsets leaves an entry that no batch names: after the restart,
-    the batch Spark plans in its place holds that entry and the next, and the log runs one
-    ahead of the batch ids from then on."""
-    start = _offset(checkpoint, batch_id - 1)["logOffset"] if batch_id > 0 else -1
-    end = _offset(checkpoint, batch_id)["logOffset"]
-    return [path for entry in range(start + 1, end + 1) for path in logged_files(checkpoint, entry)]
+def batch_files(checkpoint: str | Path, batch_id: int, source: int = 0) -> list[Path]:
+    """The files Spark's file source ``source`` (its index in the query, from 0) gave
+    micro-batch ``batch_id``: those its source log holds after the offset of the batch before,
+    up to the batch's own (``FileStreamSource.getBatch``). The log numbers its entries itself.
+    A run that dies after Spark logged a batch's files but before it wrote the batch's offsets
+    leaves an entry that no batch names: after the restart, the batch Spark plans in its place
+    holds that entry and the next, and the log runs one ahead of the batch ids from then on."""
+    start = _log_offset(checkpoint, batch_id - 1, source) if batch_id > 0 else -1
+    end = _log_offset(checkpoint, batch_id, source)
+    return [path for entry in range(start + 1, end + 1)
+            for path in logged_files(checkpoint, entry, source)]
 
 
-def logged_files(checkpoint: str | Path, entry: int) -> list[Path]:
+def logged_files(checkpoint: str | Path, entry: int, source: int = 0) -> list[Path]:
     """The files of entry ``entry`` of Spark's file source log. Every few entries the log is
     compacted into ``<entry>.compact``, which holds every entry up to it; Spark then deletes
     the entries it holds."""
-    log = Path(checkpoint) / "sources" / "0"
+    log = Path(checkpoint) / "sources" / str(source)
     path = log / str(entry)
     if not path.exists():
         compacted = sorted(n for p in log.glob("*.compact") if (n := int(p.stem)) >= entry)
@@ -236,8 +237,17 @@ def last_offset(checkpoint: str | Path) -> dict | None:
     return _offset(checkpoint, max(committed)) if committed else None
 
 
-def _offset(checkpoint: str | Path, batch_id: int) -> dict:
-    """The source's offset after micro-batch ``batch_id``. Spark's offset log
-    (``offsets/<batch>``) is a version line, the batch's metadata and one JSON line per source."""
+def _offset(checkpoint: str | Path, batch_id: int, source: int = 0) -> dict | None:
+    """Source ``source``'s offset after micro-batch ``batch_id``. Spark's offset log
+    (``offsets/<batch>``) is a version line, the batch's metadata and one line per source:
+    its offset as JSON, or "-" for a source that has read nothing yet."""
     lines = (Path(checkpoint) / "offsets" / str(batch_id)).read_text().splitlines()
-    return json.loads(lines[2])
+    line = lines[2 + source]
+    return None if line.strip() == "-" else json.loads(line)
+
+
+def _log_offset(checkpoint: str | Path, batch_id: int, source: int) -> int:
+    """The last entry of file source ``source``'s log that micro-batch ``batch_id`` read up
+    to (-1 before any)."""
+    offset = _offset(checkpoint, batch_id, source)
+    return -1 if offset is None else offset["logOffset"]

@@ -463,9 +463,9 @@ class Mig:
 
         results, crossed, groups = None, {}, {}
         for rid, node in self.central.items():
-            if got.read is not None:  # a window of the stream itself (by_reference.fits)
-                rows: pa.Table | str = got.read.rows
-                crossed[rid] = got.tuples
+            if got.read is not None:  # a window of a stream itself (by_reference.fits)
+                rows: pa.Table | str = got.read.rows_of(node.stream)
+                crossed[rid] = got.read.tuples_of(node.stream)
             else:
                 rows = relation_rows(got.everything, rid)
                 self.transfers.count(rows)
@@ -562,8 +562,7 @@ class Mig:
         by-reference gateway): no Spark job runs."""
         read = judge.read(self.store.con)
         return Gathered(pa.table({}), read.tuples, read.latest, read.first,
-                        quarantined_rows(judge.schema, read.quarantined), read.high_water, read,
-                        read.slack)
+                        read.quarantine_rows(), read.high_water, read, read.slack)
 
     def _gather(self, rows: DataFrame, judge: Judge, high_water: datetime | None) -> Gathered:
         """What the driver needs of a batch judged in the executors, whose rows stay there: the

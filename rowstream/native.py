@@ -229,7 +229,7 @@ def admit_batch(rows: pl.DataFrame, schema: StreamSchema, *, high_water: datetim
     files = rows[FILE].unique(maintain_order=True).to_list()
     decisions = []
     if slack is not None:  # one file a batch (``native_stream``): one unit
-        decisions.append((unit, slack.observe(
+        decisions.append((schema.name, unit, slack.observe(
             *observed(frame.sort("position"), schema.time_column, value))))
     bad = frame["reason"].is_not_null()
     admitted = pl.repeat(False, rows.height, eager=True).scatter(
@@ -295,10 +295,11 @@ class NativeFiles(Gateway):
                            self.lateness, self.slide, buffer_of(self.policy, slack), self.value)
 
 
-def files_of(checkpoint: str, batch_id: int) -> list[Path]:
-    """The landed files of micro-batch ``batch_id``, from Spark's ``checkpoint``; refused where
-    files of another format landed beside them, which Spark's source of the one format skips."""
-    files = batch_files(checkpoint, batch_id)
+def files_of(checkpoint: str, batch_id: int, source: int = 0) -> list[Path]:
+    """The landed files of micro-batch ``batch_id`` from file source ``source``, from Spark's
+    ``checkpoint``; refused where files of another format landed beside them, which Spark's
+    source of the one format skips."""
+    files = batch_files(checkpoint, batch_id, source)
     if files and (strays := [n for n in landed_files(files[0].parent)
                              if Path(n).suffix != files[0].suffix]):
         raise TandemError(f"{strays[0]} landed in {files[0].parent}, which Spark reads as "

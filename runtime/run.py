@@ -27,7 +27,7 @@ from optimizer.deployment import Deployment, deploy
 from optimizer.errors import TandemError
 from optimizer.logical import windows
 from rowstream.buckets import WHOLE_PLAN
-from rowstream.by_reference import ReferencedFiles
+from rowstream.by_reference import ReferencedFiles, ReferencedStreams
 from rowstream.by_reference import fits as fits_by_reference
 from rowstream.dsps import SPARK_DESIGNS
 from rowstream.gateway import Gateway, Quarantined
@@ -104,8 +104,10 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
                           f"{', '.join(SPARK_DESIGNS)}")
     given = explanation
     explanation = explanation or _planned(spec)
-    schema = stream_schema(explanation)
-    source, spec = spec.source, read_from(spec, schema, explanation)
+    schemas = stream_schemas(explanation)
+    schema = schemas[0]
+    source, spec = spec.source, (read_from(spec, schema, explanation) if len(schemas) == 1
+                                 else spec)
     if given is None and spec.source != source:  # priced by the format of what it reads
         explanation = _planned(spec)
     physical = explanation.optimization.plan
@@ -127,6 +129,7 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
     streams = catalog_streams(explanation)
     lateness = default_lateness(streams) if spec.lateness is None else spec.lateness
     quality = explanation.quality.overridden(disorder=spec.disorder, max_error=spec.max_error,
+                                             min_recall=spec.min_recall,
                                              confidence=spec.confidence)
     deployment = deploy(physical)
     checkpoint = Path(spec.checkpoint) if spec.checkpoint else default_checkpoint(store, name)
@@ -134,7 +137,9 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
         # A resumed run reads the way its checkpoint's query did: Spark restores its source.
         # A plan that takes over over a landing directory begins after a file: the Python
         # data source's offsets are file names, Spark's own file source has none to begin at.
-        kind = pair(checkpoint, columnar, name, spec.resume, "generator" if generated else
+        kind = pair(checkpoint, columnar, name, spec.resume,
+                    joined_gateway(spec, schemas, deployment) if len(schemas) > 1
+                    else "generator" if generated else
                     landing_gateway(spec.source, deployment,
                                     "python" if takeover else spec.gateway))
         slide = physical.logical.root.slide
@@ -144,8 +149,6 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
             final_end = EPOCH + timedelta(microseconds=last_window_end(plugs, spec.duration, slide))
         if spec.last_end is not None:
             final_end = min(final_end or spec.last_end, spec.last_end)
-        gateway = _gateway(kind, spec, schema, physical.logical.root, lateness=lateness,
-                           checkpoint=checkpoint)
         if quality.disorder != "fixed":
             # The buffer sizes K file by file where one process judges the files in order:
             # DuckDB by reference, or the MIG on the driver over Spark's own file source.
@@ -162,9 +165,26 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
                     + (" in Spark's executors" if kind == "native" else "")
                     + ": give a landing directory and a plan whose Spark operators are "
                     "stateless, not duckdb-partitioned nor split, or no quality")
-            gateway = replace(gateway, **dict(zip(
-                ("policy", "value"), policy(quality, physical.logical, streams[0], lateness),
-                strict=True)))
+
+        def buffer(stream: Stream, lateness: float) -> dict:
+            """How the stream's K-slack buffer is sized, where a quality asks for one."""
+            if quality.disorder == "fixed":
+                return {}
+            return dict(zip(("policy", "value"), policy(quality, physical.logical, stream,
+                                                        lateness), strict=True))
+
+        if len(schemas) == 1:
+            gateway = replace(_gateway(kind, spec, schema, physical.logical.root,
+                                       lateness=lateness, checkpoint=checkpoint),
+                              **buffer(streams[0], lateness))
+        else:  # each stream with its own lateness and buffer, synchronised
+            parts = []
+            for s, stream in zip(schemas, distinct(streams), strict=True):
+                own = stream.lateness if spec.lateness is None else spec.lateness
+                parts.append(ReferencedFiles(s, str(Path(spec.source) / s.name), str(checkpoint),
+                                             own, slide, spec.files_per_batch,
+                                             **buffer(stream, own)))
+            gateway = ReferencedStreams(tuple(parts))
 
         with _STARTING:  # concurrent runs (tandem verify --parallel) name their queries apart
             spark = spark_session(log=spark_log_path(store), master=spark_master())
@@ -319,14 +339,48 @@ def catalog_streams(explanation: Explanation) -> list[Stream]:
     return [known[w.stream] for w in windows(explanation.optimization.logical.root)]
 
 
+def distinct(streams: list[Stream]) -> list[Stream]:
+    """Each stream once, in the order the query's windows first read it."""
+    return list({s.name: s for s in streams}.values())
+
+
+def stream_schemas(explanation: Explanation) -> list[StreamSchema]:
+    """The schemas of the streams the explained query reads (its windows may read one more
+    than once), in the order its windows first read them."""
+    return [StreamSchema.of(s) for s in distinct(catalog_streams(explanation))]
+
+
 def stream_schema(explanation: Explanation) -> StreamSchema:
-    """The schema of the one stream the explained query reads (its windows may read it more
-    than once)."""
-    streams = {s.name: s for s in catalog_streams(explanation)}
-    if len(streams) != 1:
-        raise TandemError(f"the query reads the streams {', '.join(streams)}: a run reads one "
-                          "stream; join windows of one stream")
-    return StreamSchema.of(next(iter(streams.values())))
+    """The schema of the one stream the explained query reads."""
+    schemas = stream_schemas(explanation)
+    if len(schemas) != 1:
+        raise TandemError(f"the query joins the streams {', '.join(s.name for s in schemas)}, "
+                          "and this reads one stream: give a query over one")
+    return schemas[0]
+
+
+def joined_gateway(spec: RunSpec, schemas: list[StreamSchema], deployment: Deployment) -> str:
+    """How a run reads several streams, a join between them: by reference, each stream from
+    its own landing directory, ``spec.source``'s subdirectory named by the stream."""
+    names = ", ".join(s.name for s in schemas)
+    if spec.generated:
+        raise TandemError(f"the query joins the streams {names}, and the generator writes one "
+                          f"stream: give --source DIR, with one landing directory per stream "
+                          f"in it ({', '.join(f'DIR/{s.name}' for s in schemas)}; `tandem "
+                          "generate DIR/<stream> --stream <stream>` writes the examples)")
+    for s in schemas:
+        directory = Path(spec.source) / s.name
+        if not directory.is_dir():
+            raise TandemError(f"the query joins the streams {names}: {spec.source} has no "
+                              f"landing directory {s.name}/ for {s.name}; land its files in "
+                              f"{directory}")
+        if spec.gateway not in ("auto", "reference") or not fits_by_reference(directory,
+                                                                              deployment):
+            raise TandemError(f"a join between streams ({names}) runs by reference: every "
+                              "operator over the streams in DuckDB (not duckdb-partitioned), "
+                              f"each stream's files all CSV or all Parquet ({directory} is not "
+                              "so, or --gateway asked otherwise); pin no operator to Spark")
+    return "reference"
 
 
 def read_from(spec: RunSpec, schema: StreamSchema, explanation: Explanation) -> RunSpec:

@@ -52,9 +52,10 @@ class RunSpec:
 
     The stream: ``batch`` is the event time per micro-batch (default: one slide); ``lateness``
     the allowed lateness L in seconds (default: the catalog's for the stream; docs/design.md,
-    Semantics); ``disorder``, ``max_error`` and ``confidence`` override the result quality
-    the query states and how its K-slack buffer is sized (``runtime/quality.py``); ``gateway`` how a landing directory is read (``GATEWAYS``); ``available_now``
-    reads the files that have landed since the checkpoint's last batch and stops (Spark's
+    Semantics); ``disorder``, ``max_error``, ``confidence`` and ``min_recall`` override the
+    result quality the query states and how its K-slack buffer is sized
+    (``runtime/quality.py``); ``gateway`` how a landing directory is read (``GATEWAYS``);
+    ``available_now`` reads the files that have landed since the checkpoint's last batch and stops (Spark's
     availableNow trigger); by reference, a micro-batch takes up to ``files_per_batch`` of the
     files that have landed, each judged as a batch of its own (``rowstream/by_reference.py``).
     For the generator: ``topology`` its houses, households and plugs,
@@ -85,6 +86,7 @@ class RunSpec:
     disorder: str | None = None
     max_error: float | None = None
     confidence: float | None = None
+    min_recall: float | None = None  # a join's, instead of max_error
     available_now: bool = False
     rate: float = 1000.0
     duration: float = 60.0

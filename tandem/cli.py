@@ -59,6 +59,9 @@ MaxError = Annotated[float | None, typer.Option(
     "over the query's QUALITY hint or catalog entry; K is sized to meet it.")]
 Confidence = Annotated[float | None, typer.Option(
     min=0.0, max=1.0, help="With --max-error: the probability of meeting it (default 0.95).")]
+MinRecall = Annotated[float | None, typer.Option(
+    min=0.0, max=1.0, help="The result quality of a join between streams: a recall of at least "
+    "this (0.99: 99 % of the join's rows), instead of --max-error; K is sized to meet it.")]
 
 
 @contextmanager
@@ -137,7 +140,7 @@ def explain_command(
 @app.command("generate")
 def generate_command(
     directory: Annotated[Path, typer.Argument(help="Where the files go (a landing directory).")],
-    stream: Annotated[str, typer.Option(help="The example stream to write: plugs (DEBS 2014's smart plugs) or air (air-quality stations), as the catalog declares it.")] = "plugs",
+    stream: Annotated[str, typer.Option(help="The example stream to write: plugs (DEBS 2014's smart plugs), meters (their households' meters, which m1 joins with the plugs: write each in DIR/<stream>) or air (air-quality stations), as the catalog declares it.")] = "plugs",
     rate: Annotated[float | None, typer.Option(help="Arrival rate, tuples/s (default: the catalog's rate of the stream).")] = None,
     duration: Annotated[float, typer.Option(help="Event time to generate, seconds.")] = 360.0,
     file_seconds: Annotated[float, typer.Option(
@@ -162,8 +165,8 @@ def generate_command(
         raise typer.BadParameter(f"give one of {', '.join(FILE_FORMATS)}", param_hint="--format")
     if stream not in GENERATORS:
         raise typer.BadParameter(f"give one of {', '.join(GENERATORS)}", param_hint="--stream")
-    if disorder and stream != "plugs":
-        raise typer.BadParameter("only the plugs' generator writes out of order",
+    if disorder and stream == "air":
+        raise typer.BadParameter("the air stations' generator writes in order only",
                                  param_hint="--disorder")
     from optimizer import load_catalog
     from runtime.settings import REPOSITORY_QUERIES, catalog_path
@@ -181,10 +184,12 @@ def generate_command(
                                    on_file=lambda _: progress.advance(task),
                                    file_format=file_format, **extra)
     order = f", out of order by up to {max_delay:g} s" if disorder else ""
-    first = "q1" if stream == "plugs" else "a1"
+    # The meters are joined with the plugs (m1), which reads each stream's directory in one.
+    first, source_of = (("m1", directory.parent) if stream == "meters"
+                        else ("q1" if stream == "plugs" else "a1", directory))
     console.print(f"{len(paths)} files, {round(source.rate * duration):,} readings of {stream}"
                   f"{order} in {_short(directory)}. Run a query over them with: tandem run "
-                  f"{first} --source {_short(directory)}", highlight=False, soft_wrap=True)
+                  f"{first} --source {_short(source_of)}", highlight=False, soft_wrap=True)
 
 
 READERS = {"generator": "the smart-plug generator (a Python data source)",
@@ -210,6 +215,7 @@ def run_command(
     disorder: Disorder = None,
     max_error: MaxError = None,
     confidence: Confidence = None,
+    min_recall: MinRecall = None,
     stall_timeout: Annotated[float, typer.Option(min=1.0, help="Stop with an error when no micro-batch finishes for this long, seconds.")] = 600.0,
     gateway: Annotated[str, typer.Option(help="How a landing directory is read: auto (DuckDB reads the files by reference, else Spark's own file source, where either fits), reference, native or python (docs/execution.md).")] = "auto",
     files_per_batch: FilesPerBatch = FILES_PER_BATCH,
@@ -240,7 +246,7 @@ def run_command(
                        source=source, catalog=catalog, profile=profile, store=store,
                        resume=resume, spark_design=spark_design, lateness=lateness,
                        disorder=disorder, max_error=max_error, confidence=confidence,
-                       stall_timeout=stall_timeout, gateway=gateway,
+                       min_recall=min_recall, stall_timeout=stall_timeout, gateway=gateway,
                        files_per_batch=files_per_batch, steps=rate_steps)
     with user_errors(query):
         plan = explain(query, rate=rate, catalog=catalog, profile=profile, placement=placement,

@@ -86,7 +86,7 @@ def configured(own, monkeypatch):
 def reference(mine) -> pl.DataFrame:
     explanation = explain("readings")
     schema = stream_schema(explanation)
-    truth, last_end = landed_truth(str(mine / "landing"), schema, 5.0, explanation)
+    truth, last_end = landed_truth([(str(mine / "landing"), schema, 5.0)], explanation)
     root = explanation.optimization.logical.root
     return truth.result(root).filter(pl.col("window_end") <= last_end)
 
@@ -164,8 +164,8 @@ def test_the_repository_s_air_queries_give_the_reference_s_rows(tmp_path):
     AirQuality(rate=2).write_files(tmp_path / "landing", 2700, 900)
     for query in ("a1", "a2"):
         explanation = explain(query)
-        truth, last_end = landed_truth(str(tmp_path / "landing"), stream_schema(explanation),
-                                       5.0, explanation)
+        truth, last_end = landed_truth(
+            [(str(tmp_path / "landing"), stream_schema(explanation), 5.0)], explanation)
         run(RunSpec(query, source=str(tmp_path / "landing"), store=tmp_path / "a.duckdb",
                     checkpoint=tmp_path / query), explanation=explanation)
         want = truth.result(explanation.optimization.logical.root).filter(

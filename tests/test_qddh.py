@@ -139,7 +139,7 @@ def test_the_page_draws_k_over_the_run(tmp_path):
     with ColumnarStore(tmp_path / "t.duckdb") as store:
         store.create("q5")
         store.arrived("q5", 0, None, {}, slack={}, decisions=[
-            (f"f{i}", Decision(i, k, start + i * 1_000_000, start + i * 1_000_000 - 10_000))
+            ("plugs", f"f{i}", Decision(i, k, start + i * 1_000_000, start + i * 1_000_000 - 10_000))
             for i, k in enumerate([4.5, 4.5, 0.2, 0.3, 0.25])])
     shown = slack_of("q5", Quality("am", 0.01), tmp_path / "t.duckdb")
     assert shown["decisions"] == 5 and shown["k"] == {"first": 4.5, "median": 0.3,
@@ -163,7 +163,8 @@ def test_the_nightly_clean_up_keeps_k_s_decisions_as_long_as_the_results(tmp_pat
         store.create("q5")
         for batch in range(3):  # three hours of decisions, a batch an hour
             store.arrived("q5", batch, None, {}, slack={}, decisions=[
-                (f"f{batch}", Decision(batch, 0.1, 1_377_986_400_000_000 + batch * hour, 0))])
+                ("plugs", f"f{batch}", Decision(batch, 0.1, 1_377_986_400_000_000 + batch * hour,
+                                                0))])
             store.commit("q5", batch, None, datetime(2013, 8, 31, 22) + timedelta(hours=batch))
         report = CleanupReport()
         purge_store(store, timedelta(hours=1), timedelta(minutes=5), 10, report)

@@ -23,6 +23,7 @@ from rowstream.landing import read_landed
 from runtime.settings import example_stream
 from runtime.validation import landing_stream, validate_file
 from workload.air_quality import AIR, AirQuality
+from workload.meters import METERS, HouseholdMeters
 from workload.schema import StreamSchema
 from workload.smart_plugs import PLUGS_STREAM
 
@@ -31,11 +32,12 @@ T = datetime(2024, 3, 1, 0, 5, tzinfo=UTC)
 
 
 def test_the_example_streams_entries_are_what_their_generators_write():
-    for generated, name in ((PLUGS_STREAM, "plugs"), (AIR, "air")):
+    for generated, name in ((PLUGS_STREAM, "plugs"), (METERS, "meters"), (AIR, "air")):
         entry = example_stream(name)
         assert (entry.columns, entry.time_column, entry.fields) == (
             generated.columns, generated.time_column, generated.fields)
     assert AirQuality(rate=2).between(0, 60).schema == AIR.arrow
+    assert HouseholdMeters(rate=400).between(0, 2).schema == METERS.arrow
     assert StreamSchema.from_json(AIR_ENTRY.to_json()) == AIR_ENTRY
 
 

@@ -16,12 +16,16 @@ readings arrive in the same order whatever is generated around them.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from workload.draws import uniform
+from workload.schema import file_name
 
 RUN_SECONDS = 0.005  # the readings of one slot of event time arrive together
 MAIN_DELAY = (0.02, 0.1)  # the bulk of the delays, seconds
@@ -59,8 +63,32 @@ class Disorder:
         run = ts // run_us
         delay = self.flush_delays(run)
         arrival = np.where(delay > 0, (run + 1) * run_us + np.round(delay * 1e6), ts)
-        order = np.lexsort((table.column("id").to_numpy(), arrival.astype(np.int64)))
+        # The readings come in event-time order: a stable sort keeps each run's.
+        order = np.argsort(arrival.astype(np.int64), kind="stable")
         return table.append_column("arrival", pa.array(arrival.astype(np.int64))).take(order)
+
+
+def landed_parts(between: Callable[[float, float], pa.Table], prefix: str, start: int,
+                 duration: float, file_seconds: float, disorder: Disorder | None = None,
+                 begin: float = 0.0) -> Iterator[tuple[str, pa.Table]]:
+    """A generated stream's landed files, each a name and its readings, ``file_seconds`` of
+    event time each from ``begin`` to ``duration`` (``between(a, b)``: the readings of
+    event-time seconds [a, b) after ``start``, Unix seconds). With ``disorder`` the files are
+    cut by arrival time instead and hold the readings in arrival order: a late reading lands
+    in a file after the one its event time belongs to."""
+    spill = disorder.max_delay if disorder else 0.0
+    count = math.ceil((duration + spill - begin) / file_seconds - 1e-9)
+    for n in range(count):
+        first, end = begin + n * file_seconds, begin + (n + 1) * file_seconds
+        if disorder is None:
+            table = between(first, min(end, duration))
+        else:  # the readings that arrive in [first, end), of event time before the end
+            table = disorder.arrivals(between(max(first - spill, begin), min(end, duration)))
+            arrival = table.column("arrival")
+            table = table.filter(pc.and_(
+                pc.greater_equal(arrival, round((start + first) * 1e6)),
+                pc.less(arrival, round((start + end) * 1e6))))
+        yield file_name(prefix, start + first, file_seconds), table
 
 
 def out_of_order(ts: np.ndarray) -> np.ndarray:

@@ -15,15 +15,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from workload.disorder import Disorder, landed_parts
 from workload.draws import uniform
-from workload.schema import StreamSchema, file_name, write_files
+from workload.schema import StreamSchema, write_files
 
 DEBS_START = 1377986400  # 2013-09-01 00:00 CEST (22:00 UTC the day before): where DEBS 2014 starts
 HOUSES = 40
@@ -48,8 +47,6 @@ PLUGS_STREAM = StreamSchema(
               ("plug_id", "INTEGER"), ("household_id", "INTEGER"), ("house_id", "INTEGER")),
     "ts", ("id", "timestamp", "value", "property", "plug_id", "household_id", "house_id"))
 
-if TYPE_CHECKING:
-    from workload.disorder import Disorder
 
 @dataclass(frozen=True)
 class SmartPlugs:
@@ -173,23 +170,9 @@ class SmartPlugs:
         the files are cut by arrival time instead and hold the readings in arrival order: a late
         reading lands in a file after the one its event time belongs to. The event time before
         ``begin`` is not written. Files are named by their first second (``file_name``)."""
-        spill = disorder.max_delay if disorder else 0.0
-
-        def parts() -> Iterator[tuple[str, pa.Table]]:
-            for n in range(self.batch_count(duration + spill - begin, file_seconds)):
-                first, end = begin + n * file_seconds, begin + (n + 1) * file_seconds
-                if disorder is None:
-                    table = self.between(first, min(end, duration))
-                else:  # the readings that arrive in [first, end), of event time before the end
-                    table = disorder.arrivals(self.between(max(first - spill, begin),
-                                                           min(end, duration)))
-                    arrival = table.column("arrival")
-                    table = table.filter(pc.and_(
-                        pc.greater_equal(arrival, round((self.start + first) * 1e6)),
-                        pc.less(arrival, round((self.start + end) * 1e6))))
-                yield file_name("plugs", self.start + first, file_seconds), table
-
-        return write_files(schema, parts(), directory, file_format, on_file)
+        parts = landed_parts(self.between, "plugs", self.start, duration, file_seconds,
+                             disorder, begin)
+        return write_files(schema, parts, directory, file_format, on_file)
 
 
 def parse_steps(text: str) -> tuple[tuple[float, float], ...]:
