@@ -256,7 +256,7 @@ def duckdb_alone(plan: Explanation, rate: float, *, warmup: float, measure: floa
             preload(store, plan, stream if stream is not None else warmup_stream(rate, warmup),
                     warmup, lateness)
             marks: list[tuple[float, int]] = []
-            gateway = _LandedFiles(stream_schema(plan), str(landing), "", lateness, slide,
+            gateway = _LandedFiles(stream_schema(plan, "a capacity measurement"), str(landing), "", lateness, slide,
                                    files_per_batch, files)
             mig = Mig(name, deployment, store, None, plan.fragments, gateway,
                       lambda report: marks.append((time.perf_counter(), report.tuples)),

@@ -91,7 +91,7 @@ def verify(query: str, how: str = "all", *, rate: float = 3.0, duration: float =
     runs that many placements at once, as concurrent Spark queries of one session (each
     micro-batch waits on more than the two cores)."""
     explanation = explain(query, rate=rate, catalog=catalog, profile=profile)
-    schema = stream_schema(explanation)
+    schema = stream_schema(explanation, "tandem verify")
     spec = read_from(RunSpec(query, rate=rate, duration=duration, batch=batch, topology=SMALL,
                              source=source or "generator", lateness=lateness),
                      schema, explanation)

@@ -239,7 +239,7 @@ def run_adaptive(query: str, *, rate: float, duration: float, batch: float | Non
     refuse_unreplayable(source)
     explanation = explain(query, rate=rate, catalog=catalog, profile=profile,
                           placement=placement)
-    if (schema := stream_schema(explanation)).columns != PLUGS_STREAM.columns:
+    if (schema := stream_schema(explanation, "an adaptive run")).columns != PLUGS_STREAM.columns:
         raise TandemError(f"an adaptive run reads the generator, which writes only the smart "
                           f"plugs' stream: {schema.name} has other columns")
     name = name or explanation.query.stem

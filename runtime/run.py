@@ -350,12 +350,14 @@ def stream_schemas(explanation: Explanation) -> list[StreamSchema]:
     return [StreamSchema.of(s) for s in distinct(catalog_streams(explanation))]
 
 
-def stream_schema(explanation: Explanation) -> StreamSchema:
-    """The schema of the one stream the explained query reads."""
+def stream_schema(explanation: Explanation, what: str = "this") -> StreamSchema:
+    """The schema of the one stream the explained query reads, for ``what`` (a command that
+    reads one stream)."""
     schemas = stream_schemas(explanation)
     if len(schemas) != 1:
         raise TandemError(f"the query joins the streams {', '.join(s.name for s in schemas)}, "
-                          "and this reads one stream: give a query over one")
+                          f"and {what} reads one stream; a join between streams runs with "
+                          f"`tandem run {explanation.query.stem} --source DIR`")
     return schemas[0]
 
 

@@ -12,7 +12,7 @@ import pytest
 from kslack import coverage
 from kslack.adaptation import PdAdt, am_adt
 from kslack.delays import after_buffer, arrival_delays, coarse, histogram
-from kslack.manager import BufferManager, Policy, Requirement
+from kslack.manager import BufferManager, Policy, Recall, Requirement
 from kslack.measured import WindowCounts, measured, retrospect
 from kslack.statistics import MOST_CHUNKS, StatisticsWindow
 from rowstream.eventtime import watermark
@@ -292,3 +292,31 @@ def test_a_resumed_manager_decides_as_one_that_never_stopped():
         resumed = judged_in_units(ts, values, policy, resume_every=5)
         assert (whole[0] == resumed[0]).all()
         assert [(d.k, d.watermark) for d in whole[1]] == [(d.k, d.watermark) for d in resumed[1]]
+
+
+def test_am_adt_sizes_each_join_input_for_its_share_of_the_recall():
+    """A join of two disordered streams' windows, each stream sized for Γ^{1/2} apart
+    (``Recall``): a pair is produced iff both its tuples were admitted, so each window's
+    recall is the product of its two admitted shares (every pair joins: Ji's cross join)."""
+    requirement = Recall(0.95, inputs=2)
+    assert requirement.share == pytest.approx(0.95 ** 0.5)
+    streams = [np.round(disordered(**STREAM) * 1e6).astype(np.int64),
+               np.round(disordered(rate=500, seconds=40.0, late_share=0.5, mean_delay=0.2)
+                        * 1e6).astype(np.int64)]
+    ends = np.arange(12.0, 38.0, 0.1)
+    shares, ks = [], []
+    for ts in streams:
+        late, decisions = judged_in_units(ts, np.ones(ts.size),
+                                          Policy("am", requirement, **REQUIRED), resume_every=7)
+        shares.append(window_sums(ts[~late], np.ones((~late).sum()), 1.0, 0.1, ends)
+                      / window_sums(ts, np.ones(ts.size), 1.0, 0.1, ends))
+        adapted = [d.k for d in decisions if d.threshold is not None]
+        assert {d.threshold for d in decisions if d.threshold is not None} == {
+            requirement.share}
+        assert np.mean(adapted) < 0.5 * np.mean(np.maximum.accumulate(arrival_delays(ts / 1e6)))
+        ks.append(np.mean(adapted))
+    recall = shares[0] * shares[1]
+    # Ji's Φ(.99Γ), Eq. (4.11), over the windows, and the recall of the run as a whole.
+    assert np.mean(recall >= 0.99 * requirement.min_recall) >= 0.95
+    assert recall.mean() >= requirement.min_recall
+    assert ks[1] > ks[0]  # the later stream waits longer

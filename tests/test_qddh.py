@@ -55,6 +55,16 @@ def test_a_query_states_its_quality_in_its_sql_or_its_catalog_entry(tmp_path):
     assert hinted.overridden(disorder="pd").requirement == hinted.requirement
     assert hinted.overridden(max_error=0.1).max_error == 0.1
     assert Quality().overridden(max_error=0.05).disorder == "am"
+    # A join's recall instead of an aggregate's error; an option of one kind replaces the other.
+    (tmp_path / "r.sql").write_text("/*+ QUALITY(min_recall = 0.99) */ " + sql)
+    recall = stated(tmp_path / "r.sql", catalog)
+    assert (recall.disorder, recall.min_recall, recall.requirement.share) == ("am", 0.99, 0.99 ** 0.5)
+    assert recall.overridden(max_error=0.01).requirement == hinted.overridden(
+        max_error=0.01, confidence=0.95).requirement
+    assert hinted.overridden(min_recall=0.9).min_recall == 0.9
+    (tmp_path / "both.sql").write_text("/*+ QUALITY(min_recall = 0.9, max_error = 0.1) */ " + sql)
+    with pytest.raises(Exception, match="not both"):
+        stated(tmp_path / "both.sql", catalog)
     (tmp_path / "bad.sql").write_text("/*+ QUALITY(max_eror = 0.1) */ " + sql)
     with pytest.raises(Exception, match="unknown quality keys max_eror"):
         stated(tmp_path / "bad.sql", catalog)
@@ -150,6 +160,15 @@ def test_the_page_draws_k_over_the_run(tmp_path):
     # Five points left to right; the largest K at the top of the plot, the least lowest.
     assert len(points) == 5 and [x for x, _ in points] == sorted(x for x, _ in points)
     assert points[0][1] < points[3][1] and points[2][1] == max(y for _, y in points)
+    # A join's streams have a buffer each: a line each, named.
+    with ColumnarStore(tmp_path / "t.duckdb") as store:
+        store.arrived("q5", 1, None, {}, slack={}, decisions=[
+            ("meters", f"m{i}", Decision(i, 1.0, start + i * 1_000_000, start))
+            for i in range(3)])
+    shown = slack_of("q5", Quality("am", min_recall=0.99), tmp_path / "t.duckdb")
+    assert shown["k_by_stream"]["meters"]["max"] == 1.0 and shown["k"]["max"] == 4.5
+    svg = k_over_time(shown)
+    assert svg.count("<polyline") == 2 and ">meters</text>" in svg and ">plugs</text>" in svg
 
 
 def test_the_nightly_clean_up_keeps_k_s_decisions_as_long_as_the_results(tmp_path):
