@@ -98,10 +98,13 @@ class RunQueryOperator(StoreOperator):
     ``steps`` says (``SECOND:RATE,...``), or a landing directory up to the files there (``tandem
     run --source``). With ``plan_task_id`` it runs the placement that task chose (the plan the
     UI shows is the plan that runs); ``adaptive`` migrates it live when the observed rate calls
-    for another plan (``tandem run --adaptive``, over the generator)."""
+    for another plan (``tandem run --adaptive``, over the generator); ``together`` names more
+    queries over the same landing directory, run with this one at ``placement``
+    (``tandem run q1 q3 q5``), and it returns their summaries under ``queries``."""
 
     template_fields = ("query", "placement", "rate", "duration", "batch", "lateness", "adaptive",
-                       "steps", "source", "max_error", "confidence", "min_recall", "disorder")
+                       "steps", "source", "max_error", "confidence", "min_recall", "disorder",
+                       "together")
 
     def __init__(self, *, query: str, placement: str = "auto", rate: float | str = 1000.0,
                  duration: float | str = 60.0, batch: float | str | None = None,
@@ -109,23 +112,25 @@ class RunQueryOperator(StoreOperator):
                  adaptive: bool | str = False, steps: str = "", source: str = "generator",
                  max_error: float | str | None = None, confidence: float | str | None = None,
                  disorder: str | None = None, min_recall: float | str | None = None,
-                 **kwargs):
+                 together: list[str] | str = (), **kwargs):
         super().__init__(**kwargs)
         self.query, self.placement, self.rate = query, placement, rate
         self.duration, self.batch, self.plan_task_id = duration, batch, plan_task_id
         self.lateness, self.adaptive, self.steps = lateness, adaptive, steps
         self.source = source
         self.max_error, self.confidence, self.disorder = max_error, confidence, disorder
-        self.min_recall = min_recall
+        self.min_recall, self.together = min_recall, together
 
     def execute(self, context) -> dict:
         from runtime.migration import run_adaptive
-        from runtime.run import run
+        from runtime.run import run, run_together
         from runtime.spec import RunSpec
         from workload.smart_plugs import parse_steps
 
+        together = tuple(self.together.split() if isinstance(self.together, str)
+                         else self.together or ())
         placement = self.placement
-        if self.plan_task_id:
+        if self.plan_task_id and not together:
             plan = context["ti"].xcom_pull(task_ids=self.plan_task_id)
             placement = ",".join(f"{op}={engine}" for op, engine in plan["placement"].items())
         spec = RunSpec(self.query, placement=placement or "auto", rate=_number(self.rate),
@@ -134,7 +139,10 @@ class RunQueryOperator(StoreOperator):
                        steps=parse_steps(self.steps or ""), source=self.source or "generator",
                        max_error=_number(self.max_error), confidence=_number(self.confidence),
                        min_recall=_number(self.min_recall),
-                       disorder=None if self.disorder in (None, "", "None") else self.disorder)
+                       disorder=None if self.disorder in (None, "", "None") else self.disorder,
+                       together=together)
+        if together:  # the same library function as `tandem run q1 q3 q5`
+            return {"queries": [s.to_json() for s in run_together(spec)]}
         if str(self.adaptive).lower() in ("true", "1"):
             adapted = run_adaptive(spec.query, placement=spec.placement, rate=spec.rate,
                                    duration=spec.duration, batch=spec.batch,
@@ -156,7 +164,8 @@ class SummaryOperator(BaseOperator):
         from runtime.run import describe
 
         summary = context["ti"].xcom_pull(task_ids=self.run_task_id)
-        self.log.info("%s", describe(summary))
+        for each in summary.get("queries", [summary]):  # several queries run together
+            self.log.info("%s", describe(each))
         return summary
 
 

@@ -42,6 +42,10 @@ with DAG(
         "steps": Param("", type="string",
                        description="Rate steps, SECOND:RATE,... (60:40000,120:2000): the "
                                    "rate from that second of event time on."),
+        "together": Param([], type="array", items={"type": "string", "enum": QUERIES},
+                          description="More queries over the same landing directory, run "
+                                      "with this one: DuckDB reads each batch once for all "
+                                      "(with the placement above, not the optimise task's)."),
         "adaptive": Param(False, type="boolean",
                           description="Migrate the plan live when the observed rate calls for "
                                       "another one (docs/adaptive.md)."),
@@ -57,6 +61,7 @@ with DAG(
                            source="{{ params.source }}", max_error="{{ params.max_error }}",
                            confidence="{{ params.confidence }}",
                            min_recall="{{ params.min_recall }}",
-                           disorder="{{ params.disorder }}")
+                           disorder="{{ params.disorder }}",
+                           together="{{ params.together }}", placement="{{ params.placement }}")
     summary = SummaryOperator(task_id="summary", run_task_id="run")
     optimise >> run >> summary

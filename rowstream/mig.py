@@ -60,7 +60,7 @@ from columnar.fragment_sql import (
     read_sql,
     rows_kept,
 )
-from columnar.store import ColumnarStore
+from columnar.store import ColumnarStore, Progress
 from optimizer.deployment import Deployment
 from optimizer.errors import TandemError
 from optimizer.keys import partition_keys
@@ -427,16 +427,27 @@ class Mig:
         return partitioned_op(self.query, fragment, crossings, partition_keys(root),
                               self.checkpoint, self.spark)
 
-    def _arrive(self, batch: DataFrame, batch_id: int, started: float) -> Arrival:
+    def judge_of(self, batch_id: int, before: Progress | None = None) -> Judge:
+        """The gateway's judge of micro-batch ``batch_id``, after the state the batches before
+        left (their high-water mark and K-slack buffer, in ``before``, the progress of the
+        one before)."""
+        before = before or self.store.progress(self.query, before=batch_id)
+        return self.gateway.judge(batch_id - self.batch_base,
+                                  before.frontiers.get(HIGH_WATER), before.slack)
+
+    def _arrive(self, batch: DataFrame, batch_id: int, started: float,
+                read: Gathered | None = None) -> Arrival:
         """Step 1: the batch judged by the gateway, its admitted rows into DuckDB, and how far
-        they complete the crossings."""
+        they complete the crossings. ``read``: the batch as DuckDB read it already for several
+        queries (``rowstream/shared.py``), which closes it once all have appended it."""
         before = self.store.progress(self.query, before=batch_id)
         frontiers = dict(before.frontiers)
-        judge = self.gateway.judge(batch_id - self.batch_base, frontiers.get(HIGH_WATER),
-                                   before.slack)
+        judge = None if read is not None else self.judge_of(batch_id, before)
         partials: dict[PaneTable, pa.Table] = {}
-        if self.gateway.by_reference:
-            spread, got = None, self._read(judge)
+        if read is not None:
+            spread, got = None, read
+        elif self.gateway.by_reference:
+            spread, got = None, self.read(judge)
         elif self._split_only and judged_in_jvm(judge) and (
                 at_once := self._split_at_once(batch, judge)) is not None:
             spread, (got, partials) = None, at_once
@@ -490,7 +501,7 @@ class Mig:
                         pa.scalar(self.taken_until, rows.schema.field(table.time_column).type)))
                 self.store.append_input(self.query, table, rows, batch_id, self.driver_panes,
                                         keep=table.table in self.kept)
-        if got.read is not None:
+        if got.read is not None and read is None:
             got.read.close(self.store.con)
         for pane, rid in self.split.items():
             rows = partials[pane] if pane in partials else naive(
@@ -557,7 +568,7 @@ class Mig:
                          summary.high_water),
                 {pane: relation_rows(out, column) for pane, column in panes.items()})
 
-    def _read(self, judge: FileReferences) -> Gathered:
+    def read(self, judge: FileReferences) -> Gathered:
         """The micro-batch's files read by DuckDB, on the connection that appends them (the
         by-reference gateway): no Spark job runs."""
         read = judge.read(self.store.con)

@@ -37,8 +37,9 @@ from rowstream.landing_source import LandingDirectory
 from rowstream.mig import EPOCH, BatchReport, Mig, Transfers
 from rowstream.native import NativeFiles, fits, native_format
 from rowstream.session import jvm_log, spark_session
+from rowstream.shared import SharedBatches
 from runtime.explain import Explanation, explain
-from runtime.quality import describe_slack, policy, slack_summary
+from runtime.quality import Quality, describe_slack, policy, slack_summary
 from runtime.settings import spark_log_path, spark_master
 from runtime.spec import RunSpec, Takeover
 from workload.schema import StreamSchema
@@ -128,16 +129,14 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
         raise TandemError("the query only windows a stream: give it an operator to run")
     streams = catalog_streams(explanation)
     lateness = default_lateness(streams) if spec.lateness is None else spec.lateness
-    quality = explanation.quality.overridden(disorder=spec.disorder, max_error=spec.max_error,
-                                             min_recall=spec.min_recall,
-                                             confidence=spec.confidence)
+    quality = _quality(explanation, spec)
     deployment = deploy(physical)
     checkpoint = Path(spec.checkpoint) if spec.checkpoint else default_checkpoint(store, name)
     with ColumnarStore(store) as columnar:
         # A resumed run reads the way its checkpoint's query did: Spark restores its source.
         # A plan that takes over over a landing directory begins after a file: the Python
         # data source's offsets are file names, Spark's own file source has none to begin at.
-        kind = pair(checkpoint, columnar, name, spec.resume,
+        kind = pair(checkpoint, columnar, [name], spec.resume,
                     joined_gateway(spec, schemas, deployment) if len(schemas) > 1
                     else "generator" if generated else
                     landing_gateway(spec.source, deployment,
@@ -177,98 +176,219 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
             gateway = replace(_gateway(kind, spec, schema, physical.logical.root,
                                        lateness=lateness, checkpoint=checkpoint),
                               **buffer(streams[0], lateness))
-        else:  # each stream with its own lateness and buffer, synchronised
-            parts = []
-            for s, stream in zip(schemas, distinct(streams), strict=True):
-                own = stream.lateness if spec.lateness is None else spec.lateness
-                parts.append(ReferencedFiles(s, str(Path(spec.source) / s.name), str(checkpoint),
-                                             own, slide, spec.files_per_batch,
-                                             **buffer(stream, own)))
-            gateway = ReferencedStreams(tuple(parts))
+        else:
+            gateway = referenced_streams(spec, schemas, streams, checkpoint, slide, buffer)
 
-        with _STARTING:  # concurrent runs (tandem verify --parallel) name their queries apart
-            spark = spark_session(log=spark_log_path(store), master=spark_master())
-            bridge = Mig(name, deployment, columnar, spark, explanation.fragments, gateway,
-                         record, final_end=final_end, spark_design=spec.spark_design,
-                         lateness=lateness, checkpoint=str(checkpoint),
-                         stop_after=spec.stop_after,
-                         **(taking_over(takeover, plugs.start if generated else 0, columnar, name,
-                                        spec.resume) if takeover else {}))
-            if spec.resume:
-                bridge.recover()
-            stream = gateway.stream(spark)
-            writer = (bridge.stream(stream).writeStream
-                      .outputMode("append").foreachBatch(bridge)
-                      .option("checkpointLocation", str(checkpoint)))
-            if spec.available_now:
-                writer = writer.trigger(availableNow=True)
-            started = time.perf_counter()
-            handle = writer.queryName(_query_name(spark, name)).start()
-        log = jvm_log() or spark_log_path(store)  # a JVM started by an earlier run logs there
-        if on_start:
-            on_start(bridge)
-        dropped: dict[int, int] = {}  # Spark's rows dropped by watermark, per batch
-        watchdog = Watchdog(spec.stall_timeout, log)
-        asked = partial(answered, spec.stall_timeout)
-        try:
-            while (asked(lambda: handle.isActive) and not bridge.finished
-                   and bridge.failure is None and not bridge.interrupted
-                   and (generated or spec.available_now or not asked(_drained, handle))):
-                if stop_when is not None and stop_when():
-                    bridge.paused = True  # what it has taken is evaluated; nothing more
-                    break
-                if watchdog.due():  # it parses a hundred JSON documents: once a second
-                    asked(_count_dropped, handle, dropped)
-                    watchdog.check(len(reports), max(dropped, default=-1),
-                                   generated and asked(_drained, handle) and not bridge.busy(),
-                                   final_end)
-                time.sleep(0.05)
-            bridge.drain()  # the last batch's evaluation
-            asked(_count_dropped, handle, dropped)
-            # A query that stopped with an error is inactive: its results so far are not the run's.
-            # One interrupted on purpose stopped with the MIG's refusal of its next batch.
-            if bridge.failure or (not bridge.interrupted and asked(handle.exception)):
-                cause = bridge.failure or handle.exception()
-                if _source_died(cause):
-                    raise TandemError(f"Spark's Python stream source stopped during the run "
-                                      f"(killed, or out of memory: see the kernel's log, `dmesg`, "
-                                      f"and {log}); {KEPT}")
-                full = "No space left on device" in str(cause)
-                raise TandemError(f"{'a disk is full' if full else 'the Spark query failed'}: "
-                                  f"{_reason(cause)} (details in {log}; "
-                                  f"{'free space, then ' if full else ''}"
-                                  "`--resume` continues from the last checkpoint)")
-        # Py4J reports a JVM gone mid-call as its own error, one gone before a new connection
-        # as the socket's refusal.
-        except (Py4JError, ConnectionError) as err:
-            if isinstance(err, Py4JJavaError) or jvm_alive(spark, wait=JVM_EXIT_SECONDS):
-                raise
-            raise TandemError(f"Spark's JVM stopped during the run (killed, or out of memory: "
-                              f"see {log}); {KEPT}") from None
-        except Unanswered:
-            kill_jvm(spark)
-            raise TandemError(f"Spark's JVM answered no call for {spec.stall_timeout:.0f} s "
-                              f"(threads lost to an OutOfMemoryError, or the process stopped: "
-                              f"see {log}), so the run killed it; {KEPT}") from None
-        finally:
-            _stop(handle, spark)
-            bridge.close()
-        wall = time.perf_counter() - started
-        summary = RunSummary(name, physical.placement, sum(r.tuples for r in reports),
-                             len(reports), sum(r.window_ends for r in reports),
-                             sum(r.result_rows for r in reports),
-                             Quarantined.total_of(r.quarantined for r in reports),
-                             sum(dropped.values()), lateness, wall, bridge.transfers,
-                             str(store), f"{schema_name(takeover.results if takeover else name)}.results",
-                             gateway.name, slack_summary(quality, columnar.slack(name))
-                             if quality.disorder != "fixed" else None)
-        columnar.record("runs", {
-            "query": name, "logged_at": datetime.now(UTC).replace(tzinfo=None),
-            "source": spec.source, "placement": physical.placement, "tuples": summary.tuples,
-            "batches": summary.batches, "result_rows": summary.result_rows,
-            **summary.quarantined.to_json(),
-            "wall_seconds": wall, "throughput": summary.throughput})
+        def bridge_of(spark) -> Mig:
+            return Mig(name, deployment, columnar, spark, explanation.fragments, gateway,
+                       record, final_end=final_end, spark_design=spec.spark_design,
+                       lateness=lateness, checkpoint=str(checkpoint), stop_after=spec.stop_after,
+                       **(taking_over(takeover, plugs.start if generated else 0, columnar, name,
+                                      spec.resume) if takeover else {}))
+
+        bridge, wall, dropped = _drive(spec, name, checkpoint, gateway, bridge_of, reports,
+                                       final_end, on_start=on_start, stop_when=stop_when)
+        return _summarised(columnar, spec, name, physical.placement, reports, dropped, lateness,
+                           wall, bridge.transfers, takeover.results if takeover else name,
+                           gateway.name, quality)
+
+
+def run_together(spec: RunSpec, *, on_batch: Callable[[str, BatchReport], None] | None = None
+                 ) -> list[RunSummary]:
+    """Run ``spec.query`` and the queries ``spec.together`` over the same stream (or the same
+    streams) in one run: one Spark query plans the micro-batches of the landing directory, and
+    DuckDB reads and judges each batch's files once for all (``rowstream/shared.py``); each
+    query keeps its own plan, window state, progress and results, under its own name, as a
+    run of it alone would. Every query's operators over the stream run in DuckDB (by
+    reference), with the stream's fixed lateness. ``on_batch`` gets each query's name and
+    micro-batch report. Returns a summary per query, in order."""
+    queries = [spec.query, *spec.together]
+    if spec.generated:
+        raise TandemError("several queries in one run share a landing directory's read: give "
+                          "--source DIR")
+    if spec.name or spec.takeover:
+        raise TandemError("several queries in one run are named by their files: give no name")
+    explanations = [_planned(replace(spec, query=q)) for q in queries]
+    names = [e.query.stem for e in explanations]
+    if len(set(names)) < len(names):
+        raise TandemError(f"the queries {', '.join(names)} of one run need names of their own")
+    schemas = stream_schemas(explanations[0])
+    for explanation in explanations[1:]:
+        if [s.name for s in stream_schemas(explanation)] != [s.name for s in schemas]:
+            raise TandemError(
+                f"{explanation.query.stem} reads {_streams_of(explanation)}, and "
+                f"{names[0]} {_streams_of(explanations[0])}: queries share a run over the same "
+                "streams; run the others apart")
+    deployments = [deploy(e.optimization.plan) for e in explanations]
+    for explanation, deployment in zip(explanations, deployments, strict=True):
+        quality = _quality(explanation, spec)
+        if quality.disorder != "fixed":
+            raise TandemError(f"{explanation.query.stem} states a quality "
+                              f"({quality.describe()}): queries share a run with the stream's "
+                              "fixed lateness; run it apart, or give --disorder fixed")
+        if (joined_gateway(spec, schemas, deployment) if len(schemas) > 1 else landing_gateway(
+                spec.source, deployment, spec.gateway)) != "reference":
+            raise TandemError(f"{explanation.query.stem}'s plan runs operators over the stream "
+                              "in Spark: queries share a run where DuckDB reads the files by "
+                              "reference; place every operator over the stream in DuckDB "
+                              f"(--placement duckdb), or run it apart")
+    streams = catalog_streams(explanations[0])
+    lateness = default_lateness(streams) if spec.lateness is None else spec.lateness
+    group = "+".join(names)
+    checkpoint = Path(spec.checkpoint) if spec.checkpoint else default_checkpoint(spec.store,
+                                                                                  group)
+    reports: dict[str, list[BatchReport]] = {name: [] for name in names}
+    every: list[BatchReport] = []  # the watchdog's
+    with ColumnarStore(spec.store) as columnar:
+        pair(checkpoint, columnar, names, spec.resume, "reference")
+        root = explanations[0].optimization.logical.root
+        gateway = (_gateway("reference", spec, schemas[0], root, lateness=lateness,
+                            checkpoint=checkpoint) if len(schemas) == 1 else
+                   referenced_streams(spec, schemas, streams, checkpoint, root.slide))
+
+        def recorder(name: str) -> Callable[[BatchReport], None]:
+            def record(report: BatchReport) -> None:
+                reports[name].append(report)
+                every.append(report)
+                if on_batch:
+                    on_batch(name, report)
+            return record
+
+        def bridge_of(spark) -> SharedBatches:
+            return SharedBatches([
+                Mig(name, deployment, columnar, spark, explanation.fragments, gateway,
+                    recorder(name), lateness=lateness, checkpoint=str(checkpoint))
+                for name, explanation, deployment in zip(names, explanations, deployments,
+                                                         strict=True)])
+
+        bridge, wall, dropped = _drive(spec, group, checkpoint, gateway, bridge_of, every, None,
+                                       on_start=None, stop_when=None)
+        return [_summarised(columnar, spec, name, e.optimization.plan.placement, reports[name],
+                            dropped, lateness, wall, mig.transfers, name, gateway.name,
+                            Quality())
+                for name, e, mig in zip(names, explanations, bridge.migs, strict=True)]
+
+
+def _streams_of(explanation: Explanation) -> str:
+    return " and ".join(s.name for s in stream_schemas(explanation))
+
+
+def _quality(explanation: Explanation, spec: RunSpec) -> Quality:
+    """The quality the query states, with the run's options over it."""
+    return explanation.quality.overridden(disorder=spec.disorder, max_error=spec.max_error,
+                                          min_recall=spec.min_recall,
+                                          confidence=spec.confidence)
+
+
+def referenced_streams(spec: RunSpec, schemas: list[StreamSchema], streams: list[Stream],
+                       checkpoint: Path, slide: float,
+                       buffer: Callable[[Stream, float], dict] | None = None
+                       ) -> ReferencedStreams:
+    """The gateway of a join between streams: each stream from its own landing directory
+    under ``spec.source``, with its own lateness and, where ``buffer`` sizes one, K-slack
+    buffer; synchronised by the earliest watermark."""
+    parts = []
+    for schema, stream in zip(schemas, distinct(streams), strict=True):
+        own = stream.lateness if spec.lateness is None else spec.lateness
+        parts.append(ReferencedFiles(schema, str(Path(spec.source) / schema.name),
+                                     str(checkpoint), own, slide, spec.files_per_batch,
+                                     **(buffer(stream, own) if buffer else {})))
+    return ReferencedStreams(tuple(parts))
+
+
+def _summarised(columnar: ColumnarStore, spec: RunSpec, name: str, placement: dict,
+                reports: list[BatchReport], dropped: dict[int, int], lateness: float,
+                wall: float, transfers: Transfers, results: str, gateway: str,
+                quality: Quality) -> RunSummary:
+    """A query's summary of a run, also recorded in the runs' log."""
+    summary = RunSummary(name, placement, sum(r.tuples for r in reports), len(reports),
+                         sum(r.window_ends for r in reports), sum(r.result_rows for r in reports),
+                         Quarantined.total_of(r.quarantined for r in reports),
+                         sum(dropped.values()), lateness, wall, transfers, str(spec.store),
+                         f"{schema_name(results)}.results", gateway,
+                         slack_summary(quality, columnar.slack(name))
+                         if quality.disorder != "fixed" else None)
+    columnar.record("runs", {
+        "query": name, "logged_at": datetime.now(UTC).replace(tzinfo=None),
+        "source": spec.source, "placement": placement, "tuples": summary.tuples,
+        "batches": summary.batches, "result_rows": summary.result_rows,
+        **summary.quarantined.to_json(),
+        "wall_seconds": wall, "throughput": summary.throughput})
     return summary
+
+
+def _drive(spec: RunSpec, name: str, checkpoint: Path, gateway: Gateway,
+           bridge_of: Callable, reports: list[BatchReport], final_end: datetime | None, *,
+           on_start: Callable | None, stop_when: Callable[[], bool] | None) -> tuple:
+    """Start Spark's query over ``gateway``'s stream, its ``foreachBatch`` the bridge that
+    ``bridge_of(spark)`` builds (a query's MIG, or several queries' sharing the stream), and
+    run it until the stream ends, the landing directory is drained, or ``stop_when``; a
+    failure of either engine becomes a TandemError. Returns the bridge, the wall seconds and
+    Spark's rows dropped by its watermark per micro-batch."""
+    generated = spec.generated
+    with _STARTING:  # concurrent runs (tandem verify --parallel) name their queries apart
+        spark = spark_session(log=spark_log_path(spec.store), master=spark_master())
+        bridge = bridge_of(spark)
+        if spec.resume:
+            bridge.recover()
+        stream = gateway.stream(spark)
+        writer = (bridge.stream(stream).writeStream
+                  .outputMode("append").foreachBatch(bridge)
+                  .option("checkpointLocation", str(checkpoint)))
+        if spec.available_now:
+            writer = writer.trigger(availableNow=True)
+        started = time.perf_counter()
+        handle = writer.queryName(_query_name(spark, name)).start()
+    log = jvm_log() or spark_log_path(spec.store)  # a JVM started by an earlier run logs there
+    if on_start:
+        on_start(bridge)
+    dropped: dict[int, int] = {}  # Spark's rows dropped by watermark, per batch
+    watchdog = Watchdog(spec.stall_timeout, log)
+    asked = partial(answered, spec.stall_timeout)
+    try:
+        while (asked(lambda: handle.isActive) and not bridge.finished
+               and bridge.failure is None and not bridge.interrupted
+               and (generated or spec.available_now or not asked(_drained, handle))):
+            if stop_when is not None and stop_when():
+                bridge.paused = True  # what it has taken is evaluated; nothing more
+                break
+            if watchdog.due():  # it parses a hundred JSON documents: once a second
+                asked(_count_dropped, handle, dropped)
+                watchdog.check(len(reports), max(dropped, default=-1),
+                               generated and asked(_drained, handle) and not bridge.busy(),
+                               final_end)
+            time.sleep(0.05)
+        bridge.drain()  # the last batch's evaluation
+        asked(_count_dropped, handle, dropped)
+        # A query that stopped with an error is inactive: its results so far are not the run's.
+        # One interrupted on purpose stopped with the MIG's refusal of its next batch.
+        if bridge.failure or (not bridge.interrupted and asked(handle.exception)):
+            cause = bridge.failure or handle.exception()
+            if _source_died(cause):
+                raise TandemError(f"Spark's Python stream source stopped during the run "
+                                  f"(killed, or out of memory: see the kernel's log, `dmesg`, "
+                                  f"and {log}); {KEPT}")
+            full = "No space left on device" in str(cause)
+            raise TandemError(f"{'a disk is full' if full else 'the Spark query failed'}: "
+                              f"{_reason(cause)} (details in {log}; "
+                              f"{'free space, then ' if full else ''}"
+                              "`--resume` continues from the last checkpoint)")
+    # Py4J reports a JVM gone mid-call as its own error, one gone before a new connection
+    # as the socket's refusal.
+    except (Py4JError, ConnectionError) as err:
+        if isinstance(err, Py4JJavaError) or jvm_alive(spark, wait=JVM_EXIT_SECONDS):
+            raise
+        raise TandemError(f"Spark's JVM stopped during the run (killed, or out of memory: "
+                          f"see {log}); {KEPT}") from None
+    except Unanswered:
+        kill_jvm(spark)
+        raise TandemError(f"Spark's JVM answered no call for {spec.stall_timeout:.0f} s "
+                          f"(threads lost to an OutOfMemoryError, or the process stopped: "
+                          f"see {log}), so the run killed it; {KEPT}") from None
+    finally:
+        _stop(handle, spark)
+        bridge.close()
+    return bridge, time.perf_counter() - started, dropped
 
 
 def taking_over(takeover: Takeover, start: int, store: ColumnarStore, name: str,
@@ -592,31 +712,40 @@ def landing_gateway(directory: str, deployment: Deployment, wanted: str) -> str:
     return "python"
 
 
-def pair(checkpoint: Path, store: ColumnarStore, name: str, resume: bool, gateway: str) -> str:
-    """Tie a checkpoint to the store and schema its run writes, or, to resume, check that they
-    belong together: Spark's offsets and state must match the rows and progress in DuckDB.
-    A run that does not resume starts both afresh. Returns the gateway the run reads by: the
-    checkpoint's, when it resumes one that names it, else ``gateway``."""
+def pair(checkpoint: Path, store: ColumnarStore, names: list[str], resume: bool,
+         gateway: str) -> str:
+    """Tie a checkpoint to the store and the schemas its run writes (a query's, or each of
+    several queries' that share the run), or, to resume, check that they belong together:
+    Spark's offsets and state must match the rows and progress in DuckDB. A run that does not
+    resume starts both afresh. Returns the gateway the run reads by: the checkpoint's, when it
+    resumes one that names it, else ``gateway``."""
     owner = checkpoint / OWNER
     if resume and owner.is_file():
         mine = json.loads(owner.read_text())
-        theirs = store.run_id(name)
-        if mine.get("store") != str(Path(store.path).resolve()) or mine.get("run") != theirs:
+        runs = mine.get("queries") or {mine.get("query"): mine.get("run")}
+        theirs = {name: store.run_id(name) for name in names}
+        if mine.get("store") != str(Path(store.path).resolve()) or runs != theirs:
             raise TandemError(
-                f"the checkpoint {checkpoint} belongs to run {mine.get('run')} over "
-                f"{mine.get('store')}, not to the store {store.path} (run {theirs}): resume with "
-                "that store, or give --checkpoint, or run without --resume to start afresh")
+                f"the checkpoint {checkpoint} belongs to the runs {_runs(runs)} over "
+                f"{mine.get('store')}, not to the store {store.path} ({_runs(theirs)}): resume "
+                "with that store, or give --checkpoint, or run without --resume to start afresh")
         return mine.get("gateway", gateway)
     if not resume:
         shutil.rmtree(checkpoint, ignore_errors=True)
     # A resume without an owner file keeps what the store holds: a first micro-batch run, a
     # checkpoint older than owner files, or windows a benchmark loaded into the store.
-    store.create(name, fresh=not resume)
+    runs = {}
+    for name in names:
+        store.create(name, fresh=not resume)
+        runs[name] = store.run_id(name) or store.start_run(name)
     checkpoint.mkdir(parents=True, exist_ok=True)
-    run_id = store.run_id(name) or store.start_run(name)
-    owner.write_text(json.dumps({"store": str(Path(store.path).resolve()), "query": name,
-                                 "run": run_id, "gateway": gateway}) + "\n")
+    owner.write_text(json.dumps({"store": str(Path(store.path).resolve()), "queries": runs,
+                                 "gateway": gateway}) + "\n")
     return gateway
+
+
+def _runs(runs: dict) -> str:
+    return ", ".join(f"{run} of {name}" for name, run in runs.items())
 
 
 def _count_dropped(handle, dropped: dict[int, int]) -> None:

@@ -103,6 +103,8 @@ class RunSpec:
     stall_timeout: float = STALL_TIMEOUT
     takeover: Takeover | None = None
     last_end: datetime | None = None
+    # More queries over the same stream, in the same run (``runtime.run.run_together``).
+    together: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.gateway not in GATEWAYS:

@@ -40,7 +40,8 @@ SHORT_ENGINE = {"spark": "s", "duckdb": "d", "duckdb-partitioned": "p", "split":
 
 # Arguments the commands share.
 Query = Annotated[str, typer.Argument(
-    help="A .sql file, or a name from the queries folder (q1 ... q6, j2, j5, j8, a1, a2).")]
+    help="A .sql file, or a name from the queries folder (q1 ... q6, j2, j5, j8, a1, a2, m1, "
+    "m2).")]
 Catalog = Annotated[str | None, typer.Option(
     help="Catalog TOML (default: catalog.toml beside the query).")]
 Profile = Annotated[str | None, typer.Option(
@@ -198,9 +199,57 @@ READERS = {"generator": "the smart-plug generator (a Python data source)",
            "python": "the landing directory's Python data source"}
 
 
+def _run_together(spec) -> None:
+    """`tandem run` of several queries over one stream (``runtime.run.run_together``)."""
+    from runtime.run import by_rule, run_together
+    from runtime.settings import spark_log_path, store_path
+
+    names = ", ".join([spec.query, *spec.together])
+    console.print(f"[bold]{names}[/] together, DuckDB reading {_short(Path(spec.source))} once "
+                  "for all", highlight=False)
+    progress: dict = {"tuples": 0, "batches": 0, "rows": {}, "started": time.perf_counter()}
+
+    def view() -> Table:
+        table = Table(show_header=False, box=None, padding=(0, 2))
+        wall = time.perf_counter() - progress["started"]
+        table.add_row("tuples", f"{progress['tuples']:,}")
+        table.add_row("throughput", f"{progress['tuples'] / wall:,.0f} tuples/s" if wall else "-")
+        table.add_row("micro-batches", f"{progress['batches']:,}")
+        for name, rows in progress["rows"].items():
+            table.add_row(f"{name} result rows", f"{rows:,}")
+        return table
+
+    with Live(view(), console=console, refresh_per_second=4, transient=False) as live:
+        def on_batch(name: str, report) -> None:
+            if name == spec.query:  # every query reads the same batches
+                progress["tuples"] += report.tuples
+                progress["batches"] += 1
+            progress["rows"][name] = progress["rows"].get(name, 0) + report.result_rows
+            live.update(view())
+
+        with user_errors(spec.query), engine_output_to(spark_log_path(spec.store)):
+            summaries = run_together(spec, on_batch=on_batch)
+    on_store = "" if Path(spec.store) == store_path() else f" --store {spec.store}"
+    first = summaries[0]
+    console.print()
+    console.print(f"[bold]done[/]: {first.tuples:,} tuples in {first.wall_seconds:.1f} s "
+                  f"({first.throughput:,.0f} tuples/s), read by DuckDB once for "
+                  f"{len(summaries)} queries.")
+    for summary in summaries:
+        console.print(
+            f"  {summary.query}: {summary.window_ends:,} slides, {summary.result_rows:,} result "
+            f"rows, {summary.quarantined.total:,} quarantined ({summary.quarantined.late:,} "
+            f"later than the allowed lateness of {summary.lateness:g} s"
+            f"{by_rule(summary.quarantined.rules)}); `tandem results {summary.query}{on_store}`",
+            highlight=False, soft_wrap=True)
+
+
 @app.command("run")
 def run_command(
-    query: Query,
+    queries: Annotated[list[str], typer.Argument(
+        metavar="QUERY...", help="A .sql file, or a name from the queries folder (q1 ... q6, "
+        "j2, j5, j8, a1, a2, m1, m2); several run together over one stream, which DuckDB "
+        "reads once for all.")],
     placement: Placement = "auto",
     rate: Annotated[float, typer.Option(help="Arrival rate of the generator, tuples/s.")] = 1000.0,
     duration: Annotated[float, typer.Option(help="Event time to generate, seconds.")] = 360.0,
@@ -223,7 +272,8 @@ def run_command(
     steps: Annotated[str, typer.Option(help="Rate steps of the generator: SECOND:RATE,... (60:40000,120:2000).")] = "",
     migrate_at: Annotated[list[str] | None, typer.Option(help="With --adaptive: migrate once the stream passes SECOND of event time, SECOND:PLACEMENT:ms|pt (300:duckdb:pt); repeat it for more.")] = None,
 ) -> None:
-    """Optimise QUERY (unless --placement forces a plan), deploy it on Spark and DuckDB, run it."""
+    """Optimise QUERY (unless --placement forces a plan), deploy it on Spark and DuckDB, run it;
+    several QUERY run together over one landing directory."""
     from runtime.migration import parse_migrate_at, refuse_unreplayable, run_adaptive
     from runtime.quality import describe_slack
     from runtime.run import by_rule, landing_format, run  # imports Spark: only to run
@@ -231,8 +281,11 @@ def run_command(
     from runtime.spec import RunSpec
     from workload.smart_plugs import parse_steps
 
+    query, *together = queries
     store = store or str(store_path())
     with user_errors(query):
+        if together and adaptive:
+            raise TandemError("--adaptive migrates one query's plan: run one query")
         try:
             rate_steps = parse_steps(steps)
         except ValueError as err:
@@ -247,7 +300,11 @@ def run_command(
                        resume=resume, spark_design=spark_design, lateness=lateness,
                        disorder=disorder, max_error=max_error, confidence=confidence,
                        min_recall=min_recall, stall_timeout=stall_timeout, gateway=gateway,
-                       files_per_batch=files_per_batch, steps=rate_steps)
+                       files_per_batch=files_per_batch, steps=rate_steps,
+                       together=tuple(together))
+    if together:
+        _run_together(spec)
+        return
     with user_errors(query):
         plan = explain(query, rate=rate, catalog=catalog, profile=profile, placement=placement,
                        file_format=landing_format(source), files_per_batch=files_per_batch)

@@ -101,6 +101,19 @@ def test_tandem_query_reads_a_landing_directory_given_as_its_source(
         got = pl.from_arrow(columnar.results("q5"))
     assert want.height > 0
     assert_same_rows(got.select(root.columns), want)
+    # Several queries in one run, as `tandem run q5 q1` runs them: one read of the files.
+    run = dags.dags["tandem_query"].test(
+        run_conf={"query": "q5", "together": ["q1"], "placement": "duckdb",
+                  "source": str(source)})
+    assert run.state == "success"
+    summaries = run.get_task_instance("summary").xcom_pull(task_ids="summary")["queries"]
+    assert [s["query"] for s in summaries] == ["q5", "q1"]
+    for query in ("q5", "q1"):
+        root, want = reference_rows(stream, query, catalog, profile, files=2)
+        with ColumnarStore(state / "tandem.duckdb", read_only=True) as columnar:
+            got = pl.from_arrow(columnar.results(query))
+        assert want.height > 0
+        assert_same_rows(got.select(root.columns), want)
 
 
 def test_the_documented_dag_template_runs_a_query_of_ones_own(

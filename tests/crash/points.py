@@ -97,6 +97,7 @@ def install() -> None:
         "rowstream.native": _patch_native,
         "rowstream.by_reference": _patch_by_reference,
         "rowstream.mig": _patch_mig,
+        "rowstream.shared": _patch_shared,
         "columnar.store": _patch_store,
         "runtime.migration": _patch_migration,
     }))
@@ -186,13 +187,13 @@ def _patch_by_reference(module: ModuleType) -> None:
 def _patch_mig(module: ModuleType) -> None:
     arrive, evaluate_batch = module.Mig._arrive, module.Mig._evaluate_batch
 
-    def arriving(self, batch, batch_id, started):
+    def arriving(self, batch, batch_id, started, read=None):
         # The JVM dies or stops, this process lives: its pid only where one of them is set.
         if os.environ.get(VARIABLE, "").partition(":")[0] in (JVM, FROZEN):
             jvm = self.spark.sparkContext._gateway.proc.pid
             crash_point(JVM, batch_id, victim=jvm)
             crash_point(FROZEN, batch_id, victim=jvm, how=signal.SIGSTOP)
-        return arrive(self, batch, batch_id, started)
+        return arrive(self, batch, batch_id, started, read)
 
     def evaluating(self, arrival):
         _here.mig = self
@@ -206,6 +207,17 @@ def _patch_mig(module: ModuleType) -> None:
 
     module.Mig._arrive, module.Mig._evaluate_batch = arriving, evaluating
     module.Mig._arrive_and_evaluate = reading
+
+
+def _patch_shared(module: ModuleType) -> None:
+    """Several queries' MIGs read each batch once, on a thread of their own."""
+    read_and_evaluate = module.SharedBatches._arrive_and_evaluate
+
+    def reading(self, batch_id, started):
+        _wait_for_spark_commit(self.migs[0], "committed-unread", batch_id)
+        return read_and_evaluate(self, batch_id, started)
+
+    module.SharedBatches._arrive_and_evaluate = reading
 
 
 def _patch_store(module: ModuleType) -> None:
