@@ -1,6 +1,7 @@
 """Several queries over one stream in one run (docs/design.md, Several queries): one Spark query
 plans the micro-batches, and DuckDB reads and judges each batch's files once, by reference,
-for every query. Each query's MIG (``rowstream/mig.py``) then appends its windows' rows from
+for every query that judges them alike (a query sizing a K-slack buffer of its own reads them
+for itself). Each query's MIG (``rowstream/mig.py``) then appends its windows' rows from
 that one read and evaluates its windows as it would alone, into its own store schema and
 results, one query after the other on one thread.
 
@@ -63,15 +64,22 @@ class SharedBatches:
                                             time.perf_counter())
 
     def _arrive_and_evaluate(self, batch_id: int, started: float) -> None:
-        """Steps 1–4 of every query's MIG for one batch, which DuckDB reads once."""
+        """Steps 1–4 of every query's MIG for one batch: DuckDB reads it once for the queries
+        whose gateways judge alike (the stream's lateness), and once more for each query
+        with a K-slack buffer of its own, whose verdicts are its own."""
         try:
-            first = self.migs[0]
-            read = first.read(first.judge_of(batch_id))
-            try:
-                arrivals = [m._arrive(None, batch_id, started, read) for m in self.migs]
-            finally:
-                read.read.close(first.store.con)
-            for mig, arrival in zip(self.migs, arrivals, strict=True):
+            alike: dict[object, list[Mig]] = {}
+            for mig in self.migs:
+                alike.setdefault(mig.gateway, []).append(mig)
+            arrivals = []
+            for migs in alike.values():
+                first = migs[0]
+                read = first.read(first.judge_of(batch_id))
+                try:
+                    arrivals += [(m, m._arrive(None, batch_id, started, read)) for m in migs]
+                finally:
+                    read.read.close(first.store.con)
+            for mig, arrival in arrivals:
                 mig._evaluate_batch(arrival)
         except Exception as err:
             self.failure = self.failure or err

@@ -165,19 +165,13 @@ def run(spec: RunSpec, *, explanation: Explanation | None = None,
                     + ": give a landing directory and a plan whose Spark operators are "
                     "stateless, not duckdb-partitioned nor split, or no quality")
 
-        def buffer(stream: Stream, lateness: float) -> dict:
-            """How the stream's K-slack buffer is sized, where a quality asks for one."""
-            if quality.disorder == "fixed":
-                return {}
-            return dict(zip(("policy", "value"), policy(quality, physical.logical, stream,
-                                                        lateness), strict=True))
-
         if len(schemas) == 1:
             gateway = replace(_gateway(kind, spec, schema, physical.logical.root,
                                        lateness=lateness, checkpoint=checkpoint),
-                              **buffer(streams[0], lateness))
+                              **_buffer(quality, physical.logical, streams[0], lateness))
         else:
-            gateway = referenced_streams(spec, schemas, streams, checkpoint, slide, buffer)
+            gateway = referenced_streams(spec, schemas, streams, checkpoint, slide,
+                                         partial(_buffer, quality, physical.logical))
 
         def bridge_of(spark) -> Mig:
             return Mig(name, deployment, columnar, spark, explanation.fragments, gateway,
@@ -197,11 +191,11 @@ def run_together(spec: RunSpec, *, on_batch: Callable[[str, BatchReport], None] 
                  ) -> list[RunSummary]:
     """Run ``spec.query`` and the queries ``spec.together`` over the same stream (or the same
     streams) in one run: one Spark query plans the micro-batches of the landing directory, and
-    DuckDB reads and judges each batch's files once for all (``rowstream/shared.py``); each
-    query keeps its own plan, window state, progress and results, under its own name, as a
-    run of it alone would. Every query's operators over the stream run in DuckDB (by
-    reference), with the stream's fixed lateness. ``on_batch`` gets each query's name and
-    micro-batch report. Returns a summary per query, in order."""
+    DuckDB reads and judges each batch's files once for the queries that judge alike
+    (``rowstream/shared.py``); each query keeps its own plan, window state, K-slack buffer,
+    progress and results, under its own name, as a run of it alone would. Every query's
+    operators over the stream run in DuckDB (by reference). ``on_batch`` gets each query's
+    name and micro-batch report. Returns a summary per query, in order."""
     queries = [spec.query, *spec.together]
     if spec.generated:
         raise TandemError("several queries in one run share a landing directory's read: give "
@@ -220,12 +214,8 @@ def run_together(spec: RunSpec, *, on_batch: Callable[[str, BatchReport], None] 
                 f"{names[0]} {_streams_of(explanations[0])}: queries share a run over the same "
                 "streams; run the others apart")
     deployments = [deploy(e.optimization.plan) for e in explanations]
+    qualities = [_quality(e, spec) for e in explanations]
     for explanation, deployment in zip(explanations, deployments, strict=True):
-        quality = _quality(explanation, spec)
-        if quality.disorder != "fixed":
-            raise TandemError(f"{explanation.query.stem} states a quality "
-                              f"({quality.describe()}): queries share a run with the stream's "
-                              "fixed lateness; run it apart, or give --disorder fixed")
         if (joined_gateway(spec, schemas, deployment) if len(schemas) > 1 else landing_gateway(
                 spec.source, deployment, spec.gateway)) != "reference":
             raise TandemError(f"{explanation.query.stem}'s plan runs operators over the stream "
@@ -245,6 +235,13 @@ def run_together(spec: RunSpec, *, on_batch: Callable[[str, BatchReport], None] 
         gateway = (_gateway("reference", spec, schemas[0], root, lateness=lateness,
                             checkpoint=checkpoint) if len(schemas) == 1 else
                    referenced_streams(spec, schemas, streams, checkpoint, root.slide))
+        # A query that states a quality sizes a buffer of its own, and judges for itself.
+        gateways = [gateway if q.disorder == "fixed" else
+                    replace(gateway, **_buffer(q, e.optimization.logical, streams[0], lateness))
+                    if len(schemas) == 1 else
+                    referenced_streams(spec, schemas, streams, checkpoint, root.slide,
+                                       partial(_buffer, q, e.optimization.logical))
+                    for q, e in zip(qualities, explanations, strict=True)]
 
         def recorder(name: str) -> Callable[[BatchReport], None]:
             def record(report: BatchReport) -> None:
@@ -256,17 +253,25 @@ def run_together(spec: RunSpec, *, on_batch: Callable[[str, BatchReport], None] 
 
         def bridge_of(spark) -> SharedBatches:
             return SharedBatches([
-                Mig(name, deployment, columnar, spark, explanation.fragments, gateway,
+                Mig(name, deployment, columnar, spark, explanation.fragments, mine,
                     recorder(name), lateness=lateness, checkpoint=str(checkpoint))
-                for name, explanation, deployment in zip(names, explanations, deployments,
-                                                         strict=True)])
+                for name, explanation, deployment, mine in zip(
+                    names, explanations, deployments, gateways, strict=True)])
 
         bridge, wall, dropped = _drive(spec, group, checkpoint, gateway, bridge_of, every, None,
                                        on_start=None, stop_when=None)
         return [_summarised(columnar, spec, name, e.optimization.plan.placement, reports[name],
-                            dropped, lateness, wall, mig.transfers, name, gateway.name,
-                            Quality())
-                for name, e, mig in zip(names, explanations, bridge.migs, strict=True)]
+                            dropped, lateness, wall, mig.transfers, name, gateway.name, q)
+                for name, e, mig, q in zip(names, explanations, bridge.migs, qualities,
+                                           strict=True)]
+
+
+def _buffer(quality: Quality, plan, stream: Stream, lateness: float) -> dict:
+    """How ``stream``'s K-slack buffer is sized for ``plan``, where ``quality`` asks for one:
+    the gateway's ``policy`` and ``value``."""
+    if quality.disorder == "fixed":
+        return {}
+    return dict(zip(("policy", "value"), policy(quality, plan, stream, lateness), strict=True))
 
 
 def _streams_of(explanation: Explanation) -> str:

@@ -1,20 +1,24 @@
 """Several queries in one run (docs/design.md, Several queries): DuckDB reads and judges each
-micro-batch's files once, and every query gives the rows it gives alone, also when the run is
+micro-batch's files once for the queries that judge alike (a query with a K-slack buffer of
+its own reads for itself), and every query gives the rows it gives alone, also when the run is
 killed with SIGKILL between two queries' arrivals of a batch and resumed."""
 
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 
 import polars as pl
 import pytest
 
+from benchmarking import reference
 from benchmarking.verify import SMALL, landed_truth
 from workload.disorder import Disorder
 from workload.smart_plugs import SmartPlugs
 
 RATE, DURATION, FILE_SECONDS, LATENESS = 50, 60, 2.0, 1.0
 QUERIES = ("q1", "q5", "q3")
+MAX_ERROR = 0.05
 # Killed once at each, the n-th in micro-batch n: Spark committed the batch before DuckDB read
 # it; the first query recorded its arrival, the others not; the first query committed its
 # results, the others not.
@@ -42,8 +46,6 @@ def test_queries_share_a_run_only_where_duckdb_reads_one_stream_for_all(tmp_path
              (RunSpec(short("q1"), together=("a1",), source=str(landing), store=store),
               "a1 reads air, and q1 plugs: queries share a run over the same streams"),
              (RunSpec(short("q1"), together=(short("q5"),), source=str(landing), store=store,
-                      max_error=0.01), "q1 states a quality"),
-             (RunSpec(short("q1"), together=(short("q5"),), source=str(landing), store=store,
                       placement="spark"), "q1's plan runs operators over the stream in Spark")]
     for spec, message in cases:
         with pytest.raises(TandemError, match=message):
@@ -61,13 +63,17 @@ def test_queries_of_one_run_give_their_reference_rows_and_a_killed_run_the_same(
     from tests.test_crash import tandem, where
     from tests.test_reference import assert_same_rows
 
-    first, *others = [short(q) for q in QUERIES]
+    # A fourth query states a quality: it sizes a K-slack buffer of its own, and reads for
+    # itself; the others share one read.
+    sized = Path(short("q5")).with_name("q5k.sql")
+    sized.write_text(f"/*+ QUALITY(max_error = {MAX_ERROR}) */\n" + Path(short("q5")).read_text())
+    first, *others = [*(short(q) for q in QUERIES), str(sized)]
     whole = run_together(RunSpec(first, together=tuple(others), source=str(landing),
                                  store=tmp_path / "whole.duckdb", lateness=LATENESS,
                                  files_per_batch=4))
-    assert [s.query for s in whole] == list(QUERIES)
-    assert len({(s.tuples, s.batches, s.quarantined.late) for s in whole}) == 1  # one read
-    assert whole[0].quarantined.late > 0
+    assert [s.query for s in whole] == [*QUERIES, "q5k"]
+    assert len({(s.tuples, s.batches, s.quarantined.late) for s in whole[:3]}) == 1  # one read
+    assert whole[0].quarantined.late > 0 and whole[-1].slack["decisions"] > 0
     args = ["run", first, *others, "--source", str(landing), "--store",
             str(tmp_path / "resumed.duckdb"), "--lateness", str(LATENESS),
             "--files-per-batch", "3"]
@@ -75,9 +81,27 @@ def test_queries_of_one_run_give_their_reference_rows_and_a_killed_run_the_same(
         killed = tandem(*args, *(["--resume"] if batch > 1 else []),
                         crash=f"{point}:{where(point, batch, [], 3)}")
         assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
-    run_together(RunSpec(first, together=tuple(others), source=str(landing),
-                         store=tmp_path / "resumed.duckdb", lateness=LATENESS,
-                         files_per_batch=3, resume=True))
+    resumed = run_together(RunSpec(first, together=tuple(others), source=str(landing),
+                                   store=tmp_path / "resumed.duckdb", lateness=LATENESS,
+                                   files_per_batch=3, resume=True))
+    assert resumed[-1].slack["k"] == whole[-1].slack["k"]
+    readings = pl.from_arrow(SmartPlugs(rate=RATE, **SMALL).between(0, DURATION))
+    root = explain(str(sized)).optimization.logical.root
+    decided = []
+    for name in ("whole", "resumed"):
+        with ColumnarStore(tmp_path / f"{name}.duckdb") as store:
+            got = pl.from_arrow(store.results("q5k")).select(root.columns)
+            late = [i for i, in store.con.sql(
+                "SELECT CAST(row ->> 'id' AS BIGINT) FROM tandem_log.quarantine "
+                "WHERE query = 'q5k' AND rule = 'late'").fetchall()]
+            last_end = store.con.sql("SELECT max(last_end) FROM q_q5k.progress").fetchall()[0][0]
+            decided.append(store.con.sql("SELECT file, k FROM q_q5k.slack ORDER BY unit")
+                           .fetchall())
+        want = reference.Evaluator({"plugs": readings.filter(~pl.col("id").is_in(late))}).result(
+            root).filter(pl.col("window_end") <= last_end)
+        assert want.height > 0 and late
+        assert_same_rows(got, want)
+    assert decided[0] == decided[1]  # a decision per file, the same after every kill
     for query in QUERIES:
         explanation = explain(short(query))
         truth, last_end = landed_truth([(str(landing), stream_schema(explanation), LATENESS)],
