@@ -126,6 +126,14 @@ class Read:
         """The quarantined rows as the quarantine table holds them."""
         return quarantined_rows(self.schema, self.quarantined)
 
+    def share(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Scan the files once into a temporary table, for several queries to append from
+        (``rowstream/shared.py``): each of them would scan them again."""
+        table = f"__shared_{self.schema.name}"
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {identifier(table)} AS {self.rows}")
+        self.rows = f"SELECT * FROM {identifier(table)}"
+        self.temporary.append(identifier(table))
+
     def close(self, con: duckdb.DuckDBPyConnection) -> None:
         for name in self.temporary:
             con.execute(f"DROP TABLE IF EXISTS {name}")
@@ -672,6 +680,10 @@ class Reads:
 
     def quarantine_rows(self) -> pa.Table:
         return pa.concat_tables([p.quarantine_rows() for p in self.parts.values()])
+
+    def share(self, con: duckdb.DuckDBPyConnection) -> None:
+        for part in self.parts.values():
+            part.share(con)
 
     def close(self, con: duckdb.DuckDBPyConnection) -> None:
         for part in self.parts.values():

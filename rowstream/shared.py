@@ -1,7 +1,7 @@
 """Several queries over one stream in one run (docs/design.md, Several queries): one Spark query
 plans the micro-batches, and DuckDB reads and judges each batch's files once, by reference,
 for every query that judges them alike (a query sizing a K-slack buffer of its own reads them
-for itself). Each query's MIG (``rowstream/mig.py``) then appends its windows' rows from
+for itself): their admitted rows go into one temporary table. Each query's MIG (``rowstream/mig.py``) then appends its windows' rows from
 that one read and evaluates its windows as it would alone, into its own store schema and
 results, one query after the other on one thread.
 
@@ -76,6 +76,8 @@ class SharedBatches:
                 first = migs[0]
                 read = first.read(first.judge_of(batch_id))
                 try:
+                    if len(migs) > 1:
+                        read.read.share(first.store.con)
                     arrivals += [(m, m._arrive(None, batch_id, started, read)) for m in migs]
                 finally:
                     read.read.close(first.store.con)
