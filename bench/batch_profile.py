@@ -28,13 +28,13 @@ from rowstream.native import NativeJudge
 from runtime.explain import explain
 
 # (class, method, what it is): timed by wrapping the method, nothing else changes.
-STEPS = [(Mig, "_arrive", "arrival: Spark's job, toArrow and DuckDB's appends"),
+STEPS = [(Mig, "arrive", "arrival: Spark's job, toArrow and DuckDB's appends"),
          (DataFrame, "toArrow", "  of which toArrow (the Spark job)"),
          (NativeJudge, "__call__", "  of which the input suite and lateness (native gateway)"),
          (FileReferences, "read", "  of which DuckDB's reading and judging (by reference)"),
          (ColumnarStore, "append_input", "  of which DuckDB appends"),
          (Mig, "_wait", "foreachBatch waiting for the previous evaluation"),
-         (Mig, "_evaluate_batch", "evaluation: the DB-ops, commit and purge"),
+         (Mig, "evaluate_batch", "evaluation: the DB-ops, commit and purge"),
          (ColumnarStore, "evaluate", "  of which DuckDB queries")]
 
 
@@ -74,7 +74,7 @@ def main() -> None:
     batches = found.batches
     if not batches:
         raise SystemExit(f"{args.query} fell behind in the warm-up: no batch was measured")
-    since = calls["_arrive"][-batches][0]
+    since = calls["arrive"][-batches][0]
     print(f"{args.query} at {args.rate:,.0f} tuples/s, placement {args.placement}, "
           f"{args.landed}, gateway {args.gateway}: capacity "
           f"{found.tuples_per_second:,.0f} tuples/s over {found.batches} batches")

@@ -343,9 +343,9 @@ class Mig:
                                                     self.batch_base + batch_id,
                                                     time.perf_counter())
                 return
-            arrival = self._arrive(batch, self.batch_base + batch_id, time.perf_counter())
+            arrival = self.arrive(batch, self.batch_base + batch_id, time.perf_counter())
             self._wait()  # one evaluation at a time, in batch order
-            self._pending = self._thread.submit(self._evaluate_batch, arrival)
+            self._pending = self._thread.submit(self.evaluate_batch, arrival)
             if self.direct:
                 # Spark's rows are the results and exist only in this batch: they are in
                 # DuckDB before Spark commits the batch, or Spark replays it.
@@ -370,7 +370,7 @@ class Mig:
         pending = self.store.unevaluated(self.query)
         if pending is not None:
             batch_id, progress = pending
-            self._pending = self._thread.submit(self._evaluate_batch, Arrival(
+            self._pending = self._thread.submit(self.evaluate_batch, Arrival(
                 batch_id, time.perf_counter(), 0, None, Quarantined(), progress.first_ts,
                 progress.frontiers, None))
             self._wait()
@@ -385,11 +385,11 @@ class Mig:
     def _arrive_and_evaluate(self, batch_id: int, started: float) -> None:
         """Steps 1–4 of a batch DuckDB reads by reference, on the MIG's thread."""
         try:
-            arrival = self._arrive(None, batch_id, started)
+            arrival = self.arrive(None, batch_id, started)
         except Exception as err:
             self.failure = err
             raise
-        self._evaluate_batch(arrival)
+        self.evaluate_batch(arrival)
 
     def release(self, results: str) -> int:
         """Move the results held in this plan's own table into ``results``'s, and write there
@@ -435,7 +435,7 @@ class Mig:
         return self.gateway.judge(batch_id - self.batch_base,
                                   before.frontiers.get(HIGH_WATER), before.slack)
 
-    def _arrive(self, batch: DataFrame, batch_id: int, started: float,
+    def arrive(self, batch: DataFrame, batch_id: int, started: float,
                 read: Gathered | None = None) -> Arrival:
         """Step 1: the batch judged by the gateway, its admitted rows into DuckDB, and how far
         they complete the crossings. ``read``: the batch as DuckDB read it already for several
@@ -592,7 +592,7 @@ class Mig:
                                          judge.unread(read)),
                         max(marks, default=None))
 
-    def _evaluate_batch(self, arrival: Arrival) -> None:
+    def evaluate_batch(self, arrival: Arrival) -> None:
         """Steps 2–4 for the window_ends an arrived batch completes, on the evaluator thread."""
         try:
             store, batch_id = self.evaluator, arrival.batch_id

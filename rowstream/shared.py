@@ -1,9 +1,10 @@
 """Several queries over one stream in one run (docs/design.md, Several queries): one Spark query
 plans the micro-batches, and DuckDB reads and judges each batch's files once, by reference,
 for every query that judges them alike (a query sizing a K-slack buffer of its own reads them
-for itself): their admitted rows go into one temporary table. Each query's MIG (``rowstream/mig.py``) then appends its windows' rows from
-that one read and evaluates its windows as it would alone, into its own store schema and
-results, one query after the other on one thread.
+for itself); their admitted rows go into one temporary table. Each query's MIG
+(``rowstream/mig.py``) then appends its windows' rows from that table and evaluates its windows
+as it would alone, into its own store schema and results, one query after the other on one
+thread.
 
 Each query records the batch's arrival with its own progress, so a run killed between two
 queries' arrivals resumes each from its own last batch: a query that missed a batch Spark
@@ -78,11 +79,11 @@ class SharedBatches:
                 try:
                     if len(migs) > 1:
                         read.read.share(first.store.con)
-                    arrivals += [(m, m._arrive(None, batch_id, started, read)) for m in migs]
+                    arrivals += [(m, m.arrive(None, batch_id, started, read)) for m in migs]
                 finally:
                     read.read.close(first.store.con)
             for mig, arrival in arrivals:
-                mig._evaluate_batch(arrival)
+                mig.evaluate_batch(arrival)
         except Exception as err:
             self.failure = self.failure or err
             raise

@@ -235,13 +235,17 @@ def run_together(spec: RunSpec, *, on_batch: Callable[[str, BatchReport], None] 
         gateway = (_gateway("reference", spec, schemas[0], root, lateness=lateness,
                             checkpoint=checkpoint) if len(schemas) == 1 else
                    referenced_streams(spec, schemas, streams, checkpoint, root.slide))
-        # A query that states a quality sizes a buffer of its own, and judges for itself.
-        gateways = [gateway if q.disorder == "fixed" else
-                    replace(gateway, **_buffer(q, e.optimization.logical, streams[0], lateness))
-                    if len(schemas) == 1 else
-                    referenced_streams(spec, schemas, streams, checkpoint, root.slide,
-                                       partial(_buffer, q, e.optimization.logical))
-                    for q, e in zip(qualities, explanations, strict=True)]
+
+        def judging(quality: Quality, explanation: Explanation) -> Gateway:
+            """The query's gateway: the shared one, or, where the query states a quality, one
+            with a K-slack buffer of its own, which judges for itself."""
+            if quality.disorder == "fixed":
+                return gateway
+            plan = explanation.optimization.logical
+            if len(schemas) == 1:
+                return replace(gateway, **_buffer(quality, plan, streams[0], lateness))
+            return referenced_streams(spec, schemas, streams, checkpoint, root.slide,
+                                      partial(_buffer, quality, plan))
 
         def recorder(name: str) -> Callable[[BatchReport], None]:
             def record(report: BatchReport) -> None:
@@ -253,10 +257,11 @@ def run_together(spec: RunSpec, *, on_batch: Callable[[str, BatchReport], None] 
 
         def bridge_of(spark) -> SharedBatches:
             return SharedBatches([
-                Mig(name, deployment, columnar, spark, explanation.fragments, mine,
-                    recorder(name), lateness=lateness, checkpoint=str(checkpoint))
-                for name, explanation, deployment, mine in zip(
-                    names, explanations, deployments, gateways, strict=True)])
+                Mig(name, deployment, columnar, spark, explanation.fragments,
+                    judging(quality, explanation), recorder(name), lateness=lateness,
+                    checkpoint=str(checkpoint))
+                for name, explanation, deployment, quality in zip(
+                    names, explanations, deployments, qualities, strict=True)])
 
         bridge, wall, dropped = _drive(spec, group, checkpoint, gateway, bridge_of, every, None,
                                        on_start=None, stop_when=None)

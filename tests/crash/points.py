@@ -185,7 +185,7 @@ def _patch_by_reference(module: ModuleType) -> None:
 
 
 def _patch_mig(module: ModuleType) -> None:
-    arrive, evaluate_batch = module.Mig._arrive, module.Mig._evaluate_batch
+    arrive, evaluate_batch = module.Mig.arrive, module.Mig.evaluate_batch
 
     def arriving(self, batch, batch_id, started, read=None):
         # The JVM dies or stops, this process lives: its pid only where one of them is set.
@@ -205,7 +205,7 @@ def _patch_mig(module: ModuleType) -> None:
         _wait_for_spark_commit(self, "committed-unread", batch_id)
         return read_and_evaluate(self, batch_id, started)
 
-    module.Mig._arrive, module.Mig._evaluate_batch = arriving, evaluating
+    module.Mig.arrive, module.Mig.evaluate_batch = arriving, evaluating
     module.Mig._arrive_and_evaluate = reading
 
 
