@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 
 import polars as pl
@@ -16,10 +17,12 @@ import polars as pl
 from benchmarking import reference
 from columnar.store import ColumnarStore
 from optimizer.cost import PARTITIONED, SPARK, SPLIT
+from optimizer.deployment import deploy
 from optimizer.errors import TandemError
 from optimizer.optimizer import placement_spec
 from optimizer.partitioning import splittable
 from optimizer.phase_two import ENGINES, allowed_engines, valid
+from rowstream.by_reference import reads_no_rows
 from rowstream.eventtime import EPOCH, admit, watermark
 from rowstream.landing import landed_files, read_landed
 from runtime.explain import explain
@@ -29,7 +32,7 @@ from runtime.run import (
     read_from,
     run,
     scratch,
-    stream_schema,
+    stream_schemas,
 )
 from runtime.spec import RunSpec
 from workload.schema import StreamSchema
@@ -49,17 +52,19 @@ class Outcome:
     detail: str = ""
 
 
-def placements(query: str, how: str, **explain_args) -> list[dict[str, str]]:
+def placements(query: str, how: str, keep: Callable[[dict[str, str]], bool] | None = None,
+               **explain_args) -> list[dict[str, str]]:
     """Every plan of phase two's space (``all``), or a random sample of N that always holds the
     pure-Spark, the pure-DuckDB, the all-partitioned (where it can run), Spark's with its
-    aggregates split (where one can be) and the optimiser's plan."""
+    aggregates split (where one can be) and the optimiser's plan; of those ``keep`` keeps."""
     optimization = explain(query, **explain_args).optimization
     chosen, plan = optimization.plan, optimization.logical
     ops = list(chosen.placement)
     allowed = allowed_engines(plan, {}, optimization.model.profile.prices(PARTITIONED),
                               optimization.model.prices_split)
     space = [p for p in (dict(zip(ops, engines, strict=True))
-                         for engines in itertools.product(*allowed)) if valid(plan, p)]
+                         for engines in itertools.product(*allowed))
+             if valid(plan, p) and (keep is None or keep(p))]
     if how == "all":
         return space
     try:
@@ -69,7 +74,8 @@ def placements(query: str, how: str, **explain_args) -> list[dict[str, str]]:
     must = [{op: engine for op in ops} for engine in ENGINES if engine != SPLIT]
     # And Spark's with every aggregate it can split split.
     must.append({op: SPLIT if splittable(plan.by_id[op]) else SPARK for op in ops})
-    must = [p for p in must if p in space] + [dict(chosen.placement)]
+    must = [p for p in must if p in space] + [
+        p for p in [dict(chosen.placement)] if keep is None or keep(p)]
     rest = [p for p in space if p not in must]
     random.Random(len(ops)).shuffle(rest)
     picked = []
@@ -87,19 +93,31 @@ def verify(query: str, how: str = "all", *, rate: float = 3.0, duration: float =
     """Run ``query`` under the placements (but those ``done`` before) and compare each run's
     rows with the reference. The stream is the generator's small one (``rate``, ``duration``)
     where the query reads the smart plugs and no ``source`` is given, else the files of the
-    landing directory ``source`` (by default its catalog entry's ``landing``). ``parallel``
+    landing directory ``source`` (by default its catalog entry's ``landing``); a join between
+    streams reads each stream's subdirectory of ``source``, under the placements in which
+    DuckDB reads them by reference. ``parallel``
     runs that many placements at once, as concurrent Spark queries of one session (each
     micro-batch waits on more than the two cores)."""
     explanation = explain(query, rate=rate, catalog=catalog, profile=profile)
-    schema = stream_schema(explanation, "tandem verify")
-    spec = read_from(RunSpec(query, rate=rate, duration=duration, batch=batch, topology=SMALL,
-                             source=source or "generator", lateness=lateness),
-                     schema, explanation)
-    if spec.generated:
+    schemas = stream_schemas(explanation)
+    # The reference is exact within the allowed lateness: a quality the query states, which
+    # would size K instead, is set aside.
+    spec = RunSpec(query, rate=rate, duration=duration, batch=batch, topology=SMALL,
+                   source=source or "generator", lateness=lateness, disorder="fixed")
+    if len(schemas) > 1:  # a join between streams: each stream's directory under the source
+        if spec.generated:
+            raise TandemError(f"{query} joins the streams "
+                              f"{', '.join(s.name for s in schemas)}: verify it over their "
+                              "landed files, --source DIR with a directory per stream")
+        streams = {s.name: s for s in catalog_streams(explanation)}
+        truth, last_end = landed_truth(
+            [(str(Path(spec.source) / s.name), s, streams[s.name].lateness
+              if lateness is None else lateness) for s in schemas], explanation)
+    elif (spec := read_from(spec, schemas[0], explanation)).generated:
         stream = pl.from_arrow(SmartPlugs(rate=rate, **SMALL).between(0, duration))
-        truth, last_end = reference.Evaluator({schema.name: stream}), None
+        truth, last_end = reference.Evaluator({schemas[0].name: stream}), None
     else:
-        truth, last_end = landed_truth([(spec.source, schema, spec.lateness if spec.lateness
+        truth, last_end = landed_truth([(spec.source, schemas[0], spec.lateness if spec.lateness
                                          is not None else default_lateness(
                                              catalog_streams(explanation)))], explanation)
 
@@ -125,10 +143,18 @@ def verify(query: str, how: str = "all", *, rate: float = 3.0, duration: float =
         return outcome
 
     done = list(done)
-    chosen = [p for p in placements(query, how, rate=rate, catalog=catalog, profile=profile)
-              if p not in done]
+    keep = None if len(schemas) == 1 else partial(by_reference, query, catalog=catalog)
+    chosen = [p for p in placements(query, how, keep, rate=rate, catalog=catalog,
+                                    profile=profile) if p not in done]
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
         return list(pool.map(one, chosen))
+
+
+def by_reference(query: str, placement: dict[str, str], *, catalog: str | None) -> bool:
+    """Whether DuckDB reads the streams by reference under ``placement``, as a join between
+    streams runs (``runtime.run.joined_gateway``)."""
+    plan = explain(query, catalog=catalog, placement=placement_spec(placement) or "auto")
+    return reads_no_rows(deploy(plan.optimization.plan))
 
 
 def landed_truth(landings: list[tuple[str, StreamSchema, float]],

@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 
 from benchmarking import reference
-from benchmarking.verify import SMALL, landed_truth
+from benchmarking.verify import SMALL, landed_truth, verify
 from workload.disorder import Disorder
 from workload.meters import HouseholdMeters
 from workload.smart_plugs import SmartPlugs
@@ -116,6 +116,11 @@ def test_a_join_between_streams_gives_the_reference_s_rows_and_a_killed_run_the_
     assert summary.gateway == "reference" and summary.quarantined.late > 0
     with ColumnarStore(tmp_path / "m1.duckdb") as store:
         assert_same_rows(pl.from_arrow(store.results("m1")).select(want.columns), want)
+    # `tandem verify` runs the placements in which DuckDB reads the streams by reference:
+    # here a Spark aggregate over DuckDB's selection, too.
+    outcomes = verify(short("m1"), "2", source=str(landing), lateness=LATENESS)
+    assert len(outcomes) >= 2 and {o.status for o in outcomes} == {"same"}
+    assert any("spark" in o.placement.values() for o in outcomes)
 
     whole = run(RunSpec("m2", source=str(landing), store=tmp_path / "whole.duckdb",
                         checkpoint=tmp_path / "whole", min_recall=MIN_RECALL,
