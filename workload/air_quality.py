@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from workload.draws import uniform
-from workload.schema import StreamSchema, file_name, write_files
+from workload.schema import EvenlyTimed, StreamSchema, file_name, write_files
 
 START = 1709251200  # 2024-03-01 00:00 UTC
 STATIONS = 24
@@ -37,7 +37,7 @@ AIR = StreamSchema(
 
 
 @dataclass(frozen=True)
-class AirQuality:
+class AirQuality(EvenlyTimed):
     """The stream at ``rate`` readings per second over all stations, from ``start`` (Unix
     seconds)."""
 
@@ -61,10 +61,7 @@ class AirQuality:
         """Events first, ..., last - 1, as Arrow (``AIR``'s columns)."""
         i = np.arange(first, last, dtype=np.int64)
         station = i % self.stations
-        if float(self.rate).is_integer():
-            offset_us = (i * 1_000_000) // int(self.rate)
-        else:
-            offset_us = np.floor(i * (1e6 / self.rate)).astype(np.int64)
+        offset_us = self.offsets_us(i)
         seconds = offset_us / 1e6
         episode = (seconds // EPISODE_SECONDS).astype(np.int64) * self.stations + station
         smoke = np.where(uniform(self.seed, 3, episode) < P_SMOKE,
@@ -83,14 +80,6 @@ class AirQuality:
             "humidity": pa.array(humidity, pa.int16(), mask=missing),
             "indoor": pa.array(station % 4 == 0),
         })
-
-    def index_at(self, seconds: float) -> int:
-        """The first event at or after ``seconds`` into the stream."""
-        return math.ceil(seconds * self.rate - 1e-9)
-
-    def between(self, begin: float, end: float) -> pa.Table:
-        """The events of event-time seconds [begin, end) after the start."""
-        return self.events(self.index_at(begin), self.index_at(end))
 
     def write_files(self, directory: str | Path, duration: float, file_seconds: float = 60.0,
                     on_file: Callable[[Path], None] | None = None, file_format: str = "parquet",

@@ -14,7 +14,6 @@ stream is cut into files.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -25,7 +24,7 @@ import pyarrow as pa
 
 from workload.disorder import Disorder, landed_parts
 from workload.draws import uniform
-from workload.schema import StreamSchema, write_files
+from workload.schema import EvenlyTimed, StreamSchema, write_files
 from workload.smart_plugs import P_BURST, P_OFF, SEGMENT_SECONDS, SmartPlugs
 
 P_APPLIANCE = 0.05  # a minute in which an unmetered appliance runs
@@ -40,7 +39,7 @@ METERS = StreamSchema(
 
 
 @dataclass(frozen=True)
-class HouseholdMeters:
+class HouseholdMeters(EvenlyTimed):
     """The meters of ``plugs``' households, ``rate`` readings per second over all of them (one
     per household and second by default)."""
 
@@ -86,10 +85,7 @@ class HouseholdMeters:
         """Readings first, ..., last - 1, as Arrow (``METERS``' columns)."""
         i = np.arange(first, last, dtype=np.int64)
         household = i % self.households
-        if float(self.rate).is_integer():
-            offset_us = (i * 1_000_000) // int(self.rate)
-        else:
-            offset_us = np.floor(i * (1e6 / self.rate)).astype(np.int64)
+        offset_us = self.offsets_us(i)
         segment = offset_us // (SEGMENT_SECONDS * 1_000_000)
         plugged = np.zeros(len(i))
         for s in np.unique(segment):
@@ -108,14 +104,6 @@ class HouseholdMeters:
             "load": pa.array(np.round((plugged + self.unmetered[household] + appliance)
                                       * noise, 3)),
         })
-
-    def index_at(self, seconds: float) -> int:
-        """The first reading at or after ``seconds`` into the stream."""
-        return math.ceil(seconds * self.rate - 1e-9)
-
-    def between(self, begin: float, end: float) -> pa.Table:
-        """The readings of event-time seconds [begin, end) after the start."""
-        return self.events(self.index_at(begin), self.index_at(end))
 
     def write_files(self, directory: str | Path, duration: float, file_seconds: float = 60.0,
                     on_file: Callable[[Path], None] | None = None, file_format: str = "parquet",

@@ -14,11 +14,13 @@ seconds with any number of fractional digits (DEBS 2014's form); a BOOLEAN is ``
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -174,3 +176,25 @@ def write_files(schema: StreamSchema, parts: Iterable[tuple[str, pa.Table]],
         if on_file:
             on_file(path)
     return paths
+
+
+class EvenlyTimed:
+    """A generated stream whose event i comes ``i / rate`` seconds after its start (the air
+    stations, the meters): the event times of events, and the events of a span of event time.
+    A subclass has ``rate`` and ``events(first, last)``."""
+
+    rate: float
+
+    def offsets_us(self, i: np.ndarray) -> np.ndarray:
+        """Event i's time after the start, µs: exact integer arithmetic where it is possible."""
+        if float(self.rate).is_integer():
+            return (i * 1_000_000) // int(self.rate)
+        return np.floor(i * (1e6 / self.rate)).astype(np.int64)
+
+    def index_at(self, seconds: float) -> int:
+        """The first event at or after ``seconds`` into the stream."""
+        return math.ceil(seconds * self.rate - 1e-9)
+
+    def between(self, begin: float, end: float) -> pa.Table:
+        """The events of event-time seconds [begin, end) after the start."""
+        return self.events(self.index_at(begin), self.index_at(end))
