@@ -34,6 +34,13 @@ def coarse(delays: np.ndarray, granularity: float = GRANULARITY) -> np.ndarray:
     return units(delays, granularity, up=True).astype(np.int64)
 
 
+def coarse_micros(delays: np.ndarray, granularity: float = GRANULARITY) -> np.ndarray:
+    """``coarse`` of delays in whole µs, in integers: the same granules (g is whole µs, and
+    ``coarse``'s tolerance lies far below a µs), in a quarter of the time."""
+    g = round(granularity * 1e6)
+    return (np.asarray(delays, dtype=np.int64) + (g - 1)) // g
+
+
 def histogram(delays: np.ndarray, granularity: float = GRANULARITY) -> np.ndarray:
     """f_D, the probability of each coarse-grained delay 0, 1, 2, … among ``delays``: the
     histogram H_i that approximates it."""

@@ -28,7 +28,7 @@ import numpy as np
 
 from kslack import coverage
 from kslack.adaptation import PdAdt, am_adt
-from kslack.delays import GRANULARITY, coarse
+from kslack.delays import GRANULARITY, coarse_micros
 from kslack.measured import WindowCounts, measured, retrospect
 from kslack.statistics import StatisticsWindow
 
@@ -172,12 +172,13 @@ class BufferManager:
             return self._decide()
         before = self.high_water
         seen = np.maximum.accumulate(ts if before is None else np.maximum(ts, before))
-        delays = (seen - ts) / US
-        grains = coarse(delays)
-        self.stats.add(delays, grains)
+        waited = seen - ts  # µs
+        delays = waited / US
+        counts = np.bincount(coarse_micros(waited))
+        self.stats.add(delays, counts)
         self.largest = max(self.largest, float(delays.max()))
-        disordered = delays > 0
-        found = np.bincount(grains[disordered])
+        disordered = waited > 0
+        found = np.trim_zeros(np.concatenate([[0], counts[1:]]), "b")  # a delay > 0 is grain ≥ 1
         size = max(found.size, self.out_of_order.size)
         self.out_of_order = (np.pad(self.out_of_order, (0, size - self.out_of_order.size))
                              + np.pad(found, (0, size - found.size)))

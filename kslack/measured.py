@@ -37,7 +37,7 @@ class WindowCounts:
         ``late``, missed by all (Tandem quarantines a late tuple, where Ji's operator still
         counts it in the windows not yet built). Binned by first window, not spread tuple by
         tuple: a unit holds hundreds of thousands of tuples."""
-        ts = np.asarray(ts, dtype=np.int64)
+        ts, late = np.asarray(ts, dtype=np.int64), np.asarray(late, dtype=bool)
         if not ts.size:
             return
         slide = round(self.slide * 1e6)
@@ -45,8 +45,10 @@ class WindowCounts:
         start = ts // slide + 1  # the first end after ts (docs/design.md, Semantics)
         low, high = int(start.min()), int(start.max()) + per_tuple
         self._extend(low, high)
-        for counts, which in ((self.missing, late), (self.received, ~late)):
-            first = np.bincount(start[which] - low, minlength=high - low)
+        every = np.bincount(start - low, minlength=high - low)
+        missed = (np.bincount(start[late] - low, minlength=high - low) if late.any()
+                  else np.zeros_like(every))  # few or none: a bincount of those alone
+        for counts, first in ((self.missing, missed), (self.received, every - missed)):
             # A tuple whose first end is j counts in the ends j … j + per_tuple − 1.
             running = np.cumsum(first)
             running[per_tuple:] -= running[:-per_tuple].copy()

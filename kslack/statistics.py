@@ -42,13 +42,14 @@ class Chunk:
     largest: float
 
     @classmethod
-    def of(cls, delays: np.ndarray, granularity: float, grains: np.ndarray | None = None
+    def of(cls, delays: np.ndarray, granularity: float, counts: np.ndarray | None = None
            ) -> Chunk:
-        """One unit's chunk; ``grains``: its coarse-grained delays, where they are known."""
+        """One unit's chunk; ``counts``: its tuples per coarse-grained delay, where they are
+        known."""
         delays = np.asarray(delays, dtype=np.float64)
         mean = float(delays.mean())
-        grains = coarse(delays, granularity) if grains is None else grains
-        return cls(1, mean, mean * mean, mean, int(delays.size), np.bincount(grains),
+        counts = np.bincount(coarse(delays, granularity)) if counts is None else counts
+        return cls(1, mean, mean * mean, mean, int(delays.size), counts,
                    float(delays.max(initial=0.0)))
 
     def to_json(self) -> list:
@@ -90,12 +91,13 @@ class StatisticsWindow:
         for chunk in self.chunks:
             self._count(chunk.counts, 1)
 
-    def add(self, delays: np.ndarray, grains: np.ndarray | None = None) -> int:
-        """Add one unit's delays (seconds; ``grains`` their coarse-grained values, where they
-        are known) and cut the window where its mean changed; returns the chunks dropped."""
+    def add(self, delays: np.ndarray, counts: np.ndarray | None = None) -> int:
+        """Add one unit's delays (seconds; ``counts`` its tuples per coarse-grained delay,
+        where they are known) and cut the window where its mean changed; returns the chunks
+        dropped."""
         if not np.asarray(delays).size:
             return 0
-        self.chunks.append(Chunk.of(delays, self.granularity, grains))
+        self.chunks.append(Chunk.of(delays, self.granularity, counts))
         self._count(self.chunks[-1].counts, 1)
         if len(self.chunks) > MOST_CHUNKS:
             self.chunks[:2] = [self.chunks[0] + self.chunks[1]]

@@ -33,13 +33,14 @@ file that cannot be read at all. The verdict is exact either way.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import reduce
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -81,6 +82,8 @@ LINE, NUMBER, FIELDS = "line", "n", "__fields"
 # Matches a CSV file's text against the grammar while DuckDB's reader types its fields
 # (``_canonical_text``); a connection's cursor per file.
 _MATCHING = ThreadPoolExecutor(2, thread_name_prefix="tandem-csv-grammar")
+# Reads each file's times for a K-slack buffer while the file is checked (``_Batch._observing``).
+_OBSERVER = ThreadPoolExecutor(1, thread_name_prefix="tandem-observe")
 
 
 def reads_no_rows(deployment: Deployment) -> bool:
@@ -195,6 +198,7 @@ class _Batch:
     decisions: list[tuple[str, str, Decision]] = field(default_factory=list)
     # The last file's rows for the buffer (``_observe``): times, late, values.
     _observed: tuple = field(default=(), init=False)
+    _cursor: duckdb.DuckDBPyConnection | None = field(default=None, init=False)
 
     @property
     def schema(self) -> StreamSchema:
@@ -229,6 +233,7 @@ class _Batch:
     def _add(self, number: int, path: Path) -> None:
         scan = (_parquet(path, self.schema) if path.suffix == ".parquet"
                 else self._csv_fields(number, path) or self._csv(number, path))
+        self._observed = ()
         if scan is None:
             self._as_python_reads(number, path)
             return
@@ -240,13 +245,18 @@ class _Batch:
             # begins at or before the watermark), then the rest.
             rows, first, last, ranges = self._bounds(scan, unique_columns(suite))
             checks = may_fail(suite, scan.landed, ranges)
-            counted = first is not None and self.mark is not None and first <= _instant(self.mark)
+            observing = self._observing(scan)  # a K-slack buffer reads every row's time
+            counted = (observing is None and first is not None and self.mark is not None
+                       and first <= _instant(self.mark))
             if counted:
                 checks.append(f"count(*) FILTER (WHERE {late})")
             failing = self.con.execute(
                 f"SELECT {', '.join(checks)} FROM {scan.source}").fetchall()[0] if checks else ()
             if counted:
                 *failing, late_rows = failing
+            if observing is not None:
+                self._observed = observing.result()
+                late_rows = int(self._observed[1].sum())
         else:
             rows, first, last, late_rows, *failing = self.con.execute(
                 f"SELECT count(*), min({ts}), max({ts}), count(*) FILTER (WHERE {late}), "
@@ -257,7 +267,8 @@ class _Batch:
                 self.pieces.append(
                     f"SELECT {_columns(self.schema, scan.landed)} FROM {scan.source}")
                 self.counts.append((rows, first, last))
-                self._observe(scan, scan.source, "FALSE")
+                if not self._observed:
+                    self._observe(scan, scan.source)
                 return
             if scan.row is not None:
                 self._late_only(path, scan, first)
@@ -276,7 +287,7 @@ class _Batch:
         schema, late = self.schema, self._late(scan)
         self.pieces.append(f"SELECT {_columns(schema, scan.landed)} FROM {scan.source} "
                            f"WHERE NOT ({late})")
-        if self._observe(scan, scan.source, late):  # the buffer read every row's time
+        if self._observed or self._observe(scan, scan.source):  # the buffer reads every time
             ts, is_late, _ = self._observed
             on_time = ts[~is_late]
             self.counts.append((on_time.size, *(
@@ -340,23 +351,40 @@ class _Batch:
             f"SELECT * FROM {table} WHERE __rule IS NOT NULL OR ({late})").to_arrow_table())
         if failed.height:
             self.quarantined.append(self._reasons(failed, path.name, parameters))
-        self._observe(scan, f"{table} WHERE __rule IS NULL ORDER BY __row", late)
+        self._observe(scan, f"{table} WHERE __rule IS NULL ORDER BY __row")
 
-    def _observe(self, scan: _Scan, source: str, late: str) -> bool:
-        """For the K-slack buffer: the file's rows that passed the input suite, in the order
-        they landed (DuckDB keeps a scan's order), their times in µs, which came late and the
-        values the requirement is on (``_observed``). False where no buffer wants them."""
+    def _observe(self, scan: _Scan, source: str) -> bool:
+        """For the K-slack buffer: what it observes of ``source``, the file's rows that passed
+        the input suite (``_observed``, ``_rows_observed``). False where no buffer wants them."""
         if self.judge.slack is None:
             return False
+        self._observed = self._rows_observed(self.con, scan, source)
+        return True
+
+    def _observing(self, scan: _Scan) -> Future | None:
+        """``_observe`` of a whole file, on a connection of its own and a thread of the
+        process's, while this one checks the file: DuckDB scans a file of one row group on one
+        thread. None where no buffer wants the rows."""
+        if self.judge.slack is None:
+            return None
+        if self._cursor is None:
+            self._cursor = self.con.cursor()
+        return _OBSERVER.submit(self._rows_observed, self._cursor, scan, scan.source)
+
+    def _rows_observed(self, con: duckdb.DuckDBPyConnection, scan: _Scan, source: str
+                       ) -> tuple:
+        """The rows of ``source`` in the order they landed (DuckDB keeps a scan's order): their
+        times in µs, which came late (at or before the watermark, as ``_late`` says) and the
+        values the requirement is on."""
         columns = scan.landed.columns
         value = self.judge.value
-        found = self.con.execute(
-            f"SELECT epoch_us({columns[self.schema.time_column]}), {late}"
+        found = con.execute(
+            f"SELECT epoch_us({columns[self.schema.time_column]})"
             + (f", CAST({columns[value]} AS DOUBLE)" if value else "") + f" FROM {source}"
         ).fetchnumpy()
-        arrays = list(found.values())
-        self._observed = (arrays[0], arrays[1], arrays[2] if value else None)
-        return True
+        ts, *values = found.values()
+        late = ts <= self.mark if self.mark is not None else np.zeros(ts.size, bool)
+        return ts, late, values[0] if value else None
 
     def _reasons(self, failed: pl.DataFrame, name: str, parameters: dict) -> pl.DataFrame:
         """The quarantined rows of a file judged in DuckDB, worded by the polars suite and the
@@ -460,6 +488,8 @@ class _Batch:
         empty = (f"SELECT {', '.join(f'NULL::{t} AS {identifier(c)}' for c, t in schema.columns)}"
                  " WHERE FALSE")
         high_water = None if self.before is None else _instant(self.before)
+        if self._cursor is not None:
+            self._cursor.close()
         return Read(schema, " UNION ALL ".join(self.pieces) or empty, tuples, min(firsts, default=None),
                     latest, _quarantined(self.quarantined, schema), high_water, self.temporary,
                     self.views, tuple(self.python), slack_of(self.judge.slack, self.decisions))

@@ -11,7 +11,7 @@ import pytest
 
 from kslack import coverage
 from kslack.adaptation import PdAdt, am_adt
-from kslack.delays import after_buffer, arrival_delays, coarse, histogram
+from kslack.delays import after_buffer, arrival_delays, coarse, coarse_micros, histogram
 from kslack.manager import BufferManager, Policy, Recall, Requirement
 from kslack.measured import WindowCounts, measured, retrospect
 from kslack.statistics import MOST_CHUNKS, StatisticsWindow
@@ -26,6 +26,11 @@ def test_delays_are_the_high_water_mark_less_the_timestamp_in_granules():
     assert delays.tolist() == [0, 0, 1, 0, 0, 0, 2]
     assert coarse(np.array([0.0, 0.004, 0.010, 0.0101, 0.05, 0.07])).tolist() == [
         0, 1, 1, 2, 5, 7]
+    # Whole µs counted in integers give the same granules, up to delays of hours.
+    edges = 10_000 * np.arange(1, 10**6, 997) + np.array([[-1], [0], [1]])
+    micros = np.concatenate([np.arange(0, 200_001), np.arange(0, 10**10, 9_999_991),
+                             edges.ravel()])
+    assert (coarse_micros(micros) == coarse(micros / 1e6)).all()
     f = histogram(np.array([0.0, 0.0, 0.015, 0.03]))
     assert f.tolist() == [0.5, 0, 0.25, 0.25]
     # A buffer of two granules handles delays up to 20 ms; the 30-ms one is left 10 ms late.
