@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kslack import coverage
 from kslack.delays import GRANULARITY, after_buffer, units
 
 # Ji's Table 4.2: the PD controller's weights for sliding-window aggregates.
@@ -29,9 +30,14 @@ def am_adt(f: np.ndarray, threshold: float, max_delay: float,
     buffer would wait for no tuple). ``covered``: Eq. (4.2) over a window
     (``coverage.expected``), or the share admitted where a late tuple misses every window
     (``coverage.admitted``)."""
+    low, high = 0, int(units(max_delay, granularity, up=False)) + 1  # K past MaxD: enough
+    if covered is coverage.admitted:
+        # The share admitted is the delays' running sum at K (and the synchronisation
+        # buffer's slots): the least K is where it reaches the threshold.
+        reach = int(np.searchsorted(np.cumsum(f), threshold)) - sync_slots
+        return min(max(reach, 0), high) * granularity
     # The coverage only grows with K, so the least K is bisected: a few evaluations where a
     # 17-s tail would take 1,700 one granule at a time.
-    low, high = 0, int(units(max_delay, granularity, up=False)) + 1  # K past MaxD: enough
     while low < high:
         middle = (low + high) // 2
         if covered(after_buffer(f, middle + sync_slots)) >= threshold:

@@ -5,6 +5,7 @@ be within a relative error ε with confidence 1 − δ (Eq. 4.1, Alg. 4.2).
 
 from __future__ import annotations
 
+import functools
 import math
 from statistics import NormalDist
 
@@ -45,6 +46,7 @@ def admitted(f_k: np.ndarray) -> float:
     return float(f_k[0])
 
 
+@functools.cache
 def critical_value(confidence_level: float = CONFIDENCE_LEVEL) -> float:
     """c_δ: a normal variable lies farther than c_δ standard deviations from its mean with
     probability δ (both sides, as Sec. 4.1.3's range [Cvrg·A − c_δ·σ_e, Cvrg·A + c_δ·σ_e])."""
@@ -59,21 +61,19 @@ def sum_threshold(max_error: float, tuples: float, mean: float, variance: float,
 
         (1 − Cvrg) + c_δ · sqrt((Cvrg − Cvrg²) · (σ² + μ²) / (N · μ²)) ≤ ε_thr
 
-    The left side is 1 at Cvrg = 0, rises, then falls to 0 at Cvrg = 1, so for ε_thr < 1 the
-    coverages that meet it form an interval up to 1, whose lower end bisection finds. A SUM
-    whose values average 0 has no relative error: it needs every tuple."""
+    With x = 1 − Cvrg and s = (σ² + μ²) / (N · μ²), that is c_δ · sqrt(x (1 − x) s) ≤ ε_thr − x:
+    for x ≤ ε_thr, squared, (1 + c_δ² s) x² − (2 ε_thr + c_δ² s) x + ε_thr² ≥ 0, which holds
+    from x = 0 up to the quadratic's smaller root (at x = ε_thr its left side is c_δ² s ε_thr
+    (ε_thr − 1) < 0). So Cvrg_thr is 1 less that root. A SUM whose values average 0 has no
+    relative error: it needs every tuple."""
     if max_error >= 1:
         return 0.0
     if mean == 0 or tuples <= 0:
         return 1.0
     spread = (variance + mean * mean) / (tuples * mean * mean)
-    c = critical_value(confidence_level)
-
-    def meets(cvrg: float) -> bool:
-        return (1 - cvrg) + c * math.sqrt(max(cvrg - cvrg * cvrg, 0.0) * spread) <= max_error
-
-    low, high = 0.0, 1.0  # meets(high) always
-    for _ in range(60):
-        middle = (low + high) / 2
-        low, high = (low, middle) if meets(middle) else (middle, high)
-    return high
+    c2s = critical_value(confidence_level) ** 2 * spread
+    a, b = 1 + c2s, 2 * max_error + c2s
+    # The smaller root, as 2c / (b + sqrt(b² − 4ac)): the textbook form loses its digits
+    # to cancellation where c_δ² s is small.
+    root = 2 * max_error * max_error / (b + math.sqrt(max(b * b - 4 * a * max_error ** 2, 0.0)))
+    return 1 - root

@@ -28,7 +28,7 @@ import numpy as np
 
 from kslack import coverage
 from kslack.adaptation import PdAdt, am_adt
-from kslack.delays import GRANULARITY, coarse_micros
+from kslack.delays import GRANULARITY, coarse_micros, trimmed
 from kslack.measured import WindowCounts, measured, retrospect
 from kslack.statistics import StatisticsWindow
 
@@ -178,7 +178,7 @@ class BufferManager:
         self.stats.add(delays, counts)
         self.largest = max(self.largest, float(delays.max()))
         disordered = waited > 0
-        found = np.trim_zeros(np.concatenate([[0], counts[1:]]), "b")  # a delay > 0 is grain ≥ 1
+        found = trimmed(np.concatenate([[0], counts[1:]]))  # a delay > 0 is grain ≥ 1
         size = max(found.size, self.out_of_order.size)
         self.out_of_order = (np.pad(self.out_of_order, (0, size - self.out_of_order.size))
                              + np.pad(found, (0, size - found.size)))

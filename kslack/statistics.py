@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kslack.delays import GRANULARITY, coarse
+from kslack.delays import GRANULARITY, coarse, trimmed
 
 # ADWIN's confidence δ (Bifet and Gavaldà's experiments, and MOA's and River's default).
 CHANGE_CONFIDENCE = 0.002
@@ -129,7 +129,7 @@ class StatisticsWindow:
         """f_D over the window (``delays.histogram``'s, from the chunks' counts)."""
         if not self.chunks:
             return np.ones(1)
-        counts = np.trim_zeros(self._counts, "b")
+        counts = trimmed(self._counts)
         return counts / counts.sum()
 
     def max_delay(self) -> float:

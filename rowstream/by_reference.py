@@ -33,6 +33,7 @@ file that cannot be read at all. The verdict is exact either way.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -82,7 +83,7 @@ LINE, NUMBER, FIELDS = "line", "n", "__fields"
 # Matches a CSV file's text against the grammar while DuckDB's reader types its fields
 # (``_canonical_text``); a connection's cursor per file.
 _MATCHING = ThreadPoolExecutor(2, thread_name_prefix="tandem-csv-grammar")
-# Reads each file's times for a K-slack buffer while the file is checked (``_Batch._observing``).
+# Reads each file's times for a K-slack buffer while the file is checked (``_Batch._times_aside``).
 _OBSERVER = ThreadPoolExecutor(1, thread_name_prefix="tandem-observe")
 
 
@@ -132,7 +133,7 @@ class Read:
     def share(self, con: duckdb.DuckDBPyConnection) -> None:
         """Scan the files once into a temporary table, for several queries to append from
         (``rowstream/shared.py``): each of them would scan them again."""
-        table = f"__shared_{self.schema.name}"
+        table = f"__shared_{self.schema.name}_{id(self):x}"
         con.execute(f"CREATE OR REPLACE TEMP TABLE {identifier(table)} AS {self.rows}")
         self.rows = f"SELECT * FROM {identifier(table)}"
         self.temporary.append(identifier(table))
@@ -155,6 +156,7 @@ class _Scan:
     # Counts and bounds come cheap, before the checks that need a scan: from a Parquet file's
     # statistics, or from two columns of a typed table.
     bounds_first: bool = False
+    file: bool = False  # a scan of the file itself, which any connection reads
 
 
 @dataclass(frozen=True)
@@ -172,143 +174,218 @@ class FileReferences(Judge):
     value: str | None = None
 
     def read(self, con: duckdb.DuckDBPyConnection) -> Read:
-        batch = _Batch(self, con)
-        for number, path in enumerate(self.files):
-            batch.add(number, path)
-        return batch.result()
+        return read_together(con, (self,))[0]
+
+
+def read_together(con: duckdb.DuckDBPyConnection, judges: Sequence[FileReferences]
+                  ) -> list[Read]:
+    """Several queries' judges of one micro-batch of one stream, alike but for their lateness
+    or K-slack buffer: DuckDB reads and checks each file once, and each judge admits of it what
+    its own watermark leaves (Ji's K-slack chain, Sec. 5.3: one disorder handling shared, each
+    query with the buffer its requirement needs). Each read is the one the judge's own ``read``
+    gives; the first holds the temporary tables all read from and closes them."""
+    first = judges[0]
+    if any((j.schema, j.files, j.high_water, j.slide)
+           != (first.schema, first.files, first.high_water, first.slide) for j in judges):
+        raise ValueError("judges read together judge one batch of one stream, after the same "
+                         "batches")
+    batch = _Batch(first, con, [_Admission(j) for j in judges])
+    for number, path in enumerate(first.files):
+        batch.add(number, path)
+    return batch.result()
+
+
+@dataclass
+class _Admission:
+    """One judge's verdicts on a batch's rows (``read_together``): by its lateness or K-slack
+    buffer, the rows it admits and the late rows it quarantines, file by file."""
+
+    judge: FileReferences
+    mark: int | None = None  # the watermark the next file is judged against, µs
+    pieces: list[str] = field(default_factory=list)
+    quarantined: list[pl.DataFrame] = field(default_factory=list)
+    counts: list[tuple[int, datetime | None, datetime | None]] = field(default_factory=list)
+    decisions: list[tuple[str, str, Decision]] = field(default_factory=list)
+    # The last file's rows for the buffer: times (µs), which came late, values.
+    observed: tuple = ()
+
+    @property
+    def slack(self) -> BufferManager | None:
+        return self.judge.slack
+
+    @property
+    def allowed(self) -> float:
+        """The lateness the file is judged with: L, or the buffer's K."""
+        return self.judge.lateness if self.slack is None else self.slack.k
+
+    def passed(self, before: int | None) -> None:
+        """The high-water mark before the next file is ``before`` (µs)."""
+        self.mark = (watermark(before, self.judge.lateness) if self.slack is None
+                     else self.slack.mark)
+
+    def late(self, scan: _Scan) -> str:
+        """SQL true for a row of ``scan`` at or before the watermark."""
+        if self.mark is None:
+            return "FALSE"
+        ts = scan.landed.columns[self.judge.schema.time_column]
+        return f"{ts} <= {literal(_instant(self.mark))}"
+
+    def observe(self, times: tuple[np.ndarray, dict[str, np.ndarray]]) -> None:
+        """What the buffer sees of a file's rows that passed the input suite (``_Batch._times``)."""
+        ts, values = times
+        late = ts <= self.mark if self.mark is not None else np.zeros(ts.size, bool)
+        self.observed = (ts, late, values.get(self.judge.value))
+
+    def read(self, batch: _Batch) -> Read:
+        schema = batch.schema
+        tuples = sum(n for n, _, _ in self.counts)
+        firsts = [f for n, f, _ in self.counts if n]
+        lasts = [last for n, _, last in self.counts if n]
+        empty = (f"SELECT {', '.join(f'NULL::{t} AS {identifier(c)}' for c, t in schema.columns)}"
+                 " WHERE FALSE")
+        return Read(schema, " UNION ALL ".join(self.pieces) or empty, tuples,
+                    min(firsts, default=None), max(lasts, default=None),
+                    _quarantined(self.quarantined, schema),
+                    None if batch.before is None else _instant(batch.before), [], [],
+                    tuple(batch.python), slack_of(self.slack, self.decisions))
 
 
 @dataclass
 class _Batch:
-    """A micro-batch being read, file by file. A batch of several files is judged as that many
-    batches of one: each file's late rows are those at or before the watermark after the files
-    before it (``before``), so a run's rows do not depend on how many files Spark gave each
-    batch (``ReferencedFiles.files_per_batch``)."""
+    """A micro-batch being read, file by file, for one or more judges (``_Admission``). A batch
+    of several files is judged as that many batches of one: each file's late rows are those at
+    or before the watermark after the files before it (``before``), so a run's rows do not
+    depend on how many files Spark gave each batch (``ReferencedFiles.files_per_batch``)."""
 
-    judge: FileReferences
+    judge: FileReferences  # the stream's and the batch's (the first admission's)
     con: duckdb.DuckDBPyConnection
+    admissions: list[_Admission]
     before: int | None = field(init=False)  # the high-water mark so far, µs (the next file's)
-    mark: int | None = field(init=False)  # its watermark, µs
-    pieces: list[str] = field(default_factory=list)
-    quarantined: list[pl.DataFrame] = field(default_factory=list)
-    counts: list[tuple[int, datetime | None, datetime | None]] = field(default_factory=list)
     temporary: list[str] = field(default_factory=list)
     views: list[str] = field(default_factory=list)
     python: list[str] = field(default_factory=list)
-    decisions: list[tuple[str, str, Decision]] = field(default_factory=list)
-    # The last file's rows for the buffer (``_observe``): times, late, values.
-    _observed: tuple = field(default=(), init=False)
     _cursor: duckdb.DuckDBPyConnection | None = field(default=None, init=False)
 
     @property
     def schema(self) -> StreamSchema:
         return self.judge.schema
 
+    @property
+    def observing(self) -> list[_Admission]:
+        """The admissions with a K-slack buffer, which reads every row's time."""
+        return [a for a in self.admissions if a.slack is not None]
+
     def __post_init__(self):
         high_water = self.judge.high_water
         self._passed(None if high_water is None else (high_water - EPOCH) // US)
 
     def _passed(self, before: int | None) -> None:
-        """The high-water mark before the next file is ``before`` (µs): rows at or before its
-        watermark (``mark``) are late."""
-        slack = self.judge.slack
+        """The high-water mark before the next file is ``before`` (µs): rows at or before each
+        admission's watermark are late."""
         self.before = before
-        self.mark = watermark(before, self.judge.lateness) if slack is None else slack.mark
-
-    @property
-    def allowed(self) -> float:
-        """The lateness the file is judged with: L, or the buffer's K."""
-        return self.judge.lateness if self.judge.slack is None else self.judge.slack.k
+        for admission in self.admissions:
+            admission.passed(before)
 
     def add(self, number: int, path: Path) -> None:
         self._add(number, path)
-        if self.judge.slack is not None:
-            self.decisions.append((self.schema.name, path.name,
-                                   self.judge.slack.observe(*self._observed)))
-        last = self.counts[-1][2]
-        if last is not None:
-            last = (last - EPOCH) // US
+        for admission in self.observing:
+            admission.decisions.append((self.schema.name, path.name,
+                                        admission.slack.observe(*admission.observed)))
+        # The latest admitted row is the file's latest, whoever judged it: a row later than
+        # the high-water mark is late for nobody.
+        lasts = [a.counts[-1][2] for a in self.admissions if a.counts[-1][2] is not None]
+        if lasts:
+            last = (max(lasts) - EPOCH) // US
             self._passed(last if self.before is None else max(self.before, last))
 
     def _add(self, number: int, path: Path) -> None:
         scan = (_parquet(path, self.schema) if path.suffix == ".parquet"
                 else self._csv_fields(number, path) or self._csv(number, path))
-        self._observed = ()
+        for admission in self.admissions:
+            admission.observed = ()
         if scan is None:
-            self._as_python_reads(number, path)
+            self._as_python_reads(number, path, self.admissions)
             return
-        ts, late = scan.landed.columns[self.schema.time_column], self._late(scan)
+        ts = scan.landed.columns[self.schema.time_column]
         suite = input_suite(self.schema)
-        late_rows = 0
         if scan.bounds_first:
             # What the bounds answer first (the late rows need a scan only where the file
-            # begins at or before the watermark), then the rest.
+            # begins at or before a watermark), then the rest.
             rows, first, last, ranges = self._bounds(scan, unique_columns(suite))
             checks = may_fail(suite, scan.landed, ranges)
-            observing = self._observing(scan)  # a K-slack buffer reads every row's time
-            counted = (observing is None and first is not None and self.mark is not None
-                       and first <= _instant(self.mark))
-            if counted:
-                checks.append(f"count(*) FILTER (WHERE {late})")
-            failing = self.con.execute(
+            # A K-slack buffer reads every row's time, and they say which rows came late.
+            times = self._times_aside(scan) if self.observing else None
+            counted = [] if times is not None else [
+                a for a in self.admissions
+                if first is not None and a.mark is not None and first <= _instant(a.mark)]
+            checks += [f"count(*) FILTER (WHERE {a.late(scan)})" for a in counted]
+            found = self.con.execute(
                 f"SELECT {', '.join(checks)} FROM {scan.source}").fetchall()[0] if checks else ()
-            if counted:
-                *failing, late_rows = failing
-            if observing is not None:
-                self._observed = observing.result()
-                late_rows = int(self._observed[1].sum())
+            failing = found[:len(found) - len(counted)]
+            late = dict(zip(map(id, counted), found[len(failing):], strict=True))
+            if times is not None:
+                for admission in self.admissions:
+                    admission.observe(times.result())
+                    late[id(admission)] = int(admission.observed[1].sum())
         else:
-            rows, first, last, late_rows, *failing = self.con.execute(
-                f"SELECT count(*), min({ts}), max({ts}), count(*) FILTER (WHERE {late}), "
-                f"{', '.join(may_fail(suite, scan.landed))} FROM {scan.source}").fetchall()[0]
+            rows, first, last, *found = self.con.execute(
+                f"SELECT count(*), min({ts}), max({ts}), "
+                + "".join(f"count(*) FILTER (WHERE {a.late(scan)}), " for a in self.admissions)
+                + f"{', '.join(may_fail(suite, scan.landed))} FROM {scan.source}").fetchall()[0]
+            late = dict(zip(map(id, self.admissions), found[:len(self.admissions)], strict=True))
+            failing = found[len(self.admissions):]
         near = rows == 0 or last - first <= timedelta(seconds=self.schema.time_distance)
+        rest = self.admissions
         if near and not any(failing):
-            if not late_rows:
-                self.pieces.append(
-                    f"SELECT {_columns(self.schema, scan.landed)} FROM {scan.source}")
-                self.counts.append((rows, first, last))
-                if not self._observed:
-                    self._observe(scan, scan.source)
-                return
-            if scan.row is not None:
-                self._late_only(path, scan, first)
+            rest = []
+            for admission in self.admissions:
+                if not late.get(id(admission)):
+                    admission.pieces.append(
+                        f"SELECT {_columns(self.schema, scan.landed)} FROM {scan.source}")
+                    admission.counts.append((rows, first, last))
+                elif scan.row is not None:
+                    self._late_only(admission, path, scan, first)
+                else:
+                    rest.append(admission)
+            unseen = [a for a in self.observing if not a.observed]
+            if unseen:
+                times = self._times(self.con, scan, scan.source)
+                for admission in unseen:
+                    admission.observe(times)
+            if not rest:
                 return
         if scan.row is None:  # CSV read by its fields: only its lines number its rows
             scan = self._csv(number, path)
             if scan is None:
-                self._as_python_reads(number, path)
+                self._as_python_reads(number, path, rest)
                 return
-        self._judged(number, path, scan)
+        self._judged(number, path, scan, rest)
 
-    def _late_only(self, path: Path, scan: _Scan, first: datetime) -> None:
+    def _late_only(self, admission: _Admission, path: Path, scan: _Scan, first: datetime
+                   ) -> None:
         """A file whose only rows to quarantine came late (a K-slack buffer lets a few come
         late by design): its other rows are a scan of it, and the late ones, a few, are read
         for the quarantine, without judging each row into a table (``_judged``)."""
-        schema, late = self.schema, self._late(scan)
-        self.pieces.append(f"SELECT {_columns(schema, scan.landed)} FROM {scan.source} "
-                           f"WHERE NOT ({late})")
-        if self._observed or self._observe(scan, scan.source):  # the buffer reads every time
-            ts, is_late, _ = self._observed
+        schema, late = self.schema, admission.late(scan)
+        admission.pieces.append(f"SELECT {_columns(schema, scan.landed)} FROM {scan.source} "
+                                f"WHERE NOT ({late})")
+        if admission.observed:  # the buffer read every row's time
+            ts, is_late, _ = admission.observed
             on_time = ts[~is_late]
-            self.counts.append((on_time.size, *(
+            admission.counts.append((on_time.size, *(
                 (_instant(int(on_time.min())), _instant(int(on_time.max()))) if on_time.size
                 else (None, None))))
         else:
             ts = scan.landed.columns[schema.time_column]
-            self.counts.append(self.con.execute(
+            admission.counts.append(self.con.execute(
                 f"SELECT count(*), min({ts}), max({ts}) FROM {scan.source} "
                 f"WHERE NOT ({late})").fetchall()[0])
         failed = pl.from_arrow(self.con.sql(
             f"SELECT *, {scan.row} AS __row, NULL::VARCHAR AS __rule FROM {scan.source} "
             f"WHERE {late}").to_arrow_table())
         # No row fails the suite: the parameters only word its rules.
-        self.quarantined.append(self._reasons(failed, path.name, parameters_at(first, schema)))
-
-    def _late(self, scan: _Scan) -> str:
-        """SQL true for a row of ``scan`` at or before the watermark of the batches before."""
-        if self.mark is None:
-            return "FALSE"
-        return f"{scan.landed.columns[self.schema.time_column]} <= {literal(_instant(self.mark))}"
+        admission.quarantined.append(
+            self._reasons(admission, failed, path.name, parameters_at(first, schema)))
 
     def _bounds(self, scan: _Scan, unique: list[str]) -> tuple:
         """A scan's rows, its first and last event times, and the bounds of the integer columns
@@ -330,10 +407,11 @@ class _Batch:
                 ranges[column] = (low, high)
         return rows, first, last, ranges
 
-    def _judged(self, number: int, path: Path, scan: _Scan) -> None:
+    def _judged(self, number: int, path: Path, scan: _Scan, admissions: list[_Admission]
+                ) -> None:
         """The file judged row by row: its admitted rows stay in DuckDB; the rows that fail a
         rule or come late get their reasons here."""
-        schema, late = self.schema, self._late(scan)
+        schema = self.schema
         ts = scan.landed.columns[schema.time_column]
         median = self.con.execute(f"SELECT quantile_disc({ts}, 0.5) FROM {scan.source} "
                                   f"WHERE {ts} IS NOT NULL").fetchall()[0][0]
@@ -343,50 +421,49 @@ class _Batch:
         self.con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT *, {scan.row} AS "
                          f"__row, {rule(input_suite(schema), scan.landed, parameters)} AS __rule "
                          f"FROM {scan.source}")
-        admitted = f"FROM {table} WHERE __rule IS NULL AND NOT ({late})"
-        self.pieces.append(f"SELECT {_columns(schema, scan.landed)} {admitted}")
-        self.counts.append(self.con.execute(
-            f"SELECT count(*), min({ts}), max({ts}) {admitted}").fetchall()[0])
-        failed = pl.from_arrow(self.con.sql(
-            f"SELECT * FROM {table} WHERE __rule IS NOT NULL OR ({late})").to_arrow_table())
-        if failed.height:
-            self.quarantined.append(self._reasons(failed, path.name, parameters))
-        self._observe(scan, f"{table} WHERE __rule IS NULL ORDER BY __row")
+        for admission in admissions:
+            late = admission.late(scan)
+            admitted = f"FROM {table} WHERE __rule IS NULL AND NOT ({late})"
+            admission.pieces.append(f"SELECT {_columns(schema, scan.landed)} {admitted}")
+            admission.counts.append(self.con.execute(
+                f"SELECT count(*), min({ts}), max({ts}) {admitted}").fetchall()[0])
+            failed = pl.from_arrow(self.con.sql(
+                f"SELECT * FROM {table} WHERE __rule IS NOT NULL OR ({late})").to_arrow_table())
+            if failed.height:
+                admission.quarantined.append(
+                    self._reasons(admission, failed, path.name, parameters))
+        observing = [a for a in admissions if a.slack is not None]
+        if observing:
+            times = self._times(self.con, scan, f"{table} WHERE __rule IS NULL ORDER BY __row")
+            for admission in observing:
+                admission.observe(times)
 
-    def _observe(self, scan: _Scan, source: str) -> bool:
-        """For the K-slack buffer: what it observes of ``source``, the file's rows that passed
-        the input suite (``_observed``, ``_rows_observed``). False where no buffer wants them."""
-        if self.judge.slack is None:
-            return False
-        self._observed = self._rows_observed(self.con, scan, source)
-        return True
-
-    def _observing(self, scan: _Scan) -> Future | None:
-        """``_observe`` of a whole file, on a connection of its own and a thread of the
+    def _times_aside(self, scan: _Scan) -> Future:
+        """``_times`` of a whole file, on a connection of its own and a thread of the
         process's, while this one checks the file: DuckDB scans a file of one row group on one
-        thread. None where no buffer wants the rows."""
-        if self.judge.slack is None:
-            return None
+        thread. A scan of a temporary table is read on this connection, which holds it."""
+        if not scan.file:
+            return _done(self._times(self.con, scan, scan.source))
         if self._cursor is None:
             self._cursor = self.con.cursor()
-        return _OBSERVER.submit(self._rows_observed, self._cursor, scan, scan.source)
+        return _OBSERVER.submit(self._times, self._cursor, scan, scan.source)
 
-    def _rows_observed(self, con: duckdb.DuckDBPyConnection, scan: _Scan, source: str
-                       ) -> tuple:
-        """The rows of ``source`` in the order they landed (DuckDB keeps a scan's order): their
-        times in µs, which came late (at or before the watermark, as ``_late`` says) and the
-        values the requirement is on."""
+    def _times(self, con: duckdb.DuckDBPyConnection, scan: _Scan, source: str
+               ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """For the K-slack buffers: the rows of ``source`` in the order they landed (DuckDB
+        keeps a scan's order), their times in µs and the values of each stream column a
+        requirement is on."""
         columns = scan.landed.columns
-        value = self.judge.value
+        values = sorted({a.judge.value for a in self.observing} - {None})
         found = con.execute(
             f"SELECT epoch_us({columns[self.schema.time_column]})"
-            + (f", CAST({columns[value]} AS DOUBLE)" if value else "") + f" FROM {source}"
+            + "".join(f", CAST({columns[v]} AS DOUBLE)" for v in values) + f" FROM {source}"
         ).fetchnumpy()
-        ts, *values = found.values()
-        late = ts <= self.mark if self.mark is not None else np.zeros(ts.size, bool)
-        return ts, late, values[0] if value else None
+        ts, *arrays = found.values()
+        return ts, dict(zip(values, arrays, strict=True))
 
-    def _reasons(self, failed: pl.DataFrame, name: str, parameters: dict) -> pl.DataFrame:
+    def _reasons(self, admission: _Admission, failed: pl.DataFrame, name: str,
+                 parameters: dict) -> pl.DataFrame:
         """The quarantined rows of a file judged in DuckDB, worded by the polars suite and the
         lateness rule (the stream's columns, ``EXTRA``)."""
         schema = self.schema
@@ -398,28 +475,30 @@ class _Batch:
         frame = frame.with_columns(failed["__rule"].alias("rule"))
         frame = frame.with_columns(reasons(input_suite(schema), parameters, pl.col("rule"))
                                    .alias("reason")).select(*schema.names, *EXTRA)
-        frame, _ = admit(frame, self.before, self.allowed, self.judge.slide,
-                         schema.time_column, self.mark)
+        frame, _ = admit(frame, self.before, admission.allowed, self.judge.slide,
+                         schema.time_column, admission.mark)
         return frame
 
-    def _as_python_reads(self, number: int, path: Path) -> None:
+    def _as_python_reads(self, number: int, path: Path, admissions: list[_Admission]) -> None:
         """A file outside DuckDB's fast path, read and judged as the Python source does; its
         admitted rows cross as Arrow."""
         schema = self.schema
         self.python.append(path.name)
-        frame, _ = admit(read_landed(path, schema), self.before, self.allowed,
-                         self.judge.slide, schema.time_column, self.mark)
-        good = frame.filter(pl.col("reason").is_null())
-        if self.judge.slack is not None:
-            self._observed = observed(frame, schema.time_column, self.judge.value)
-        self.quarantined.append(frame.filter(pl.col("reason").is_not_null()))
-        view = f"__landed_{number}"
-        self.views.append(view)
-        self.con.register(view, naive(good.select(schema.names).to_arrow()))
-        landed = Landed({c: identifier(c) for c in schema.names})
-        self.pieces.append(f"SELECT {_columns(schema, landed)} FROM {view}")
-        ts = good[schema.time_column]
-        self.counts.append((good.height, ts.min(), ts.max()))
+        landed = read_landed(path, schema)
+        for i, admission in enumerate(admissions):
+            frame, _ = admit(landed, self.before, admission.allowed, self.judge.slide,
+                             schema.time_column, admission.mark)
+            good = frame.filter(pl.col("reason").is_null())
+            if admission.slack is not None:
+                admission.observed = observed(frame, schema.time_column, admission.judge.value)
+            admission.quarantined.append(frame.filter(pl.col("reason").is_not_null()))
+            view = f"__landed_{number}_{i}"
+            self.views.append(view)
+            self.con.register(view, naive(good.select(schema.names).to_arrow()))
+            columns = Landed({c: identifier(c) for c in schema.names})
+            admission.pieces.append(f"SELECT {_columns(schema, columns)} FROM {view}")
+            ts = good[schema.time_column]
+            admission.counts.append((good.height, ts.min(), ts.max()))
 
     def _csv(self, number: int, path: Path) -> _Scan | None:
         """A CSV file's lines in a temporary table, each parsed to the stream's types, where all
@@ -479,25 +558,23 @@ class _Batch:
         return _Scan(table, typed_landed(schema, {c: identifier(c) for c in schema.names},
                                           str(len(schema.columns))), None, bounds_first=True)
 
-    def result(self) -> Read:
-        schema = self.schema
-        tuples = sum(n for n, _, _ in self.counts)
-        firsts = [f for n, f, _ in self.counts if n]
-        lasts = [last for n, _, last in self.counts if n]
-        latest = max(lasts, default=None)
-        empty = (f"SELECT {', '.join(f'NULL::{t} AS {identifier(c)}' for c, t in schema.columns)}"
-                 " WHERE FALSE")
-        high_water = None if self.before is None else _instant(self.before)
+    def result(self) -> list[Read]:
         if self._cursor is not None:
             self._cursor.close()
-        return Read(schema, " UNION ALL ".join(self.pieces) or empty, tuples, min(firsts, default=None),
-                    latest, _quarantined(self.quarantined, schema), high_water, self.temporary,
-                    self.views, tuple(self.python), slack_of(self.judge.slack, self.decisions))
+        reads = [admission.read(self) for admission in self.admissions]
+        reads[0].temporary, reads[0].views = self.temporary, self.views
+        return reads
 
 
 def _quarantined(frames: list[pl.DataFrame], schema: StreamSchema) -> pa.Table:
     return pa.concat_tables([schema.quarantined.empty_table(), *(
         f.select(schema.quarantined.names).to_arrow().cast(schema.quarantined) for f in frames)])
+
+
+def _done(value) -> Future:
+    future = Future()
+    future.set_result(value)
+    return future
 
 
 def _instant(us: int) -> datetime:
@@ -560,7 +637,8 @@ def _parquet(path: Path, schema: StreamSchema) -> _Scan | None:
     columns = {c: f"make_timestamp(epoch_us({identifier(c)}))" if t == "TIMESTAMP"
                else identifier(c) for c, t in types.items()}
     return _Scan(f"read_parquet({literal(str(path))}, file_row_number = true)",
-                 typed_landed(schema, columns, str(len(types))), "file_row_number + 1", True)
+                 typed_landed(schema, columns, str(len(types))), "file_row_number + 1",
+                 bounds_first=True, file=True)
 
 
 def _lines(path: Path, schema: StreamSchema) -> str:

@@ -176,6 +176,12 @@ class Gathered:
     read: Read | None = None  # the stream's rows, where DuckDB read the batch's files itself
     slack: Slack | None = None  # where a K-slack buffer judged the batch
 
+    @classmethod
+    def of(cls, read: Read) -> Gathered:
+        """A batch DuckDB read itself (the by-reference gateway)."""
+        return cls(pa.table({}), read.tuples, read.latest, read.first, read.quarantine_rows(),
+                   read.high_water, read, read.slack)
+
 
 @dataclass(frozen=True)
 class Layout:
@@ -571,9 +577,7 @@ class Mig:
     def read(self, judge: FileReferences) -> Gathered:
         """The micro-batch's files read by DuckDB, on the connection that appends them (the
         by-reference gateway): no Spark job runs."""
-        read = judge.read(self.store.con)
-        return Gathered(pa.table({}), read.tuples, read.latest, read.first,
-                        read.quarantine_rows(), read.high_water, read, read.slack)
+        return Gathered.of(judge.read(self.store.con))
 
     def _gather(self, rows: DataFrame, judge: Judge, high_water: datetime | None) -> Gathered:
         """What the driver needs of a batch judged in the executors, whose rows stay there: the

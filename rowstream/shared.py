@@ -1,10 +1,10 @@
 """Several queries over one stream in one run (docs/design.md, Several queries): one Spark query
-plans the micro-batches, and DuckDB reads and judges each batch's files once, by reference,
-for every query that judges them alike (a query sizing a K-slack buffer of its own reads them
-for itself); their admitted rows go into one temporary table. Each query's MIG
-(``rowstream/mig.py``) then appends its windows' rows from that table and evaluates its windows
-as it would alone, into its own store schema and results, one query after the other on one
-thread.
+plans the micro-batches, and DuckDB reads and checks each batch's files once, by reference,
+for every query over the stream, each admitting what its own lateness or K-slack buffer leaves
+(``by_reference.read_together``, Ji's K-slack chain); the admitted rows of queries that judge
+alike go into one temporary table. Each query's MIG (``rowstream/mig.py``) then appends its
+windows' rows from its read and evaluates its windows as it would alone, into its own store
+schema and results, one query after the other on one thread.
 
 Each query records the batch's arrival with its own progress, so a run killed between two
 queries' arrivals resumes each from its own last batch: a query that missed a batch Spark
@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pyspark.sql import DataFrame
 
-from rowstream.mig import Mig, Transfers
+from rowstream.by_reference import FileReferences, ReferencedFiles, read_together
+from rowstream.gateway import Gateway
+from rowstream.mig import Arrival, Gathered, Mig, Transfers
 
 
 @dataclass
@@ -36,6 +38,12 @@ class SharedBatches:
     def __post_init__(self):
         if not all(m.gateway.by_reference for m in self.migs):
             raise ValueError("queries share a stream's read only by reference")
+        # The queries by how they read (a stream's files, whoever judges them), then by how
+        # they judge (the gateway itself).
+        self._reads: dict[Gateway, dict[Gateway, list[Mig]]] = {}
+        for mig in self.migs:
+            alike = self._reads.setdefault(_read_alike(mig.gateway), {})
+            alike.setdefault(mig.gateway, []).append(mig)
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="tandem-shared")
 
     @property
@@ -65,28 +73,41 @@ class SharedBatches:
                                             time.perf_counter())
 
     def _arrive_and_evaluate(self, batch_id: int, started: float) -> None:
-        """Steps 1–4 of every query's MIG for one batch: DuckDB reads it once for the queries
-        whose gateways judge alike (the stream's lateness), and once more for each query
-        with a K-slack buffer of its own, whose verdicts are its own."""
+        """Steps 1–4 of every query's MIG for one batch: DuckDB reads and checks the batch's
+        files once for the queries over one stream, each judge admitting what its own lateness
+        or K-slack buffer leaves (``by_reference.read_together``); queries that judge alike
+        append from one read."""
         try:
-            alike: dict[object, list[Mig]] = {}
-            for mig in self.migs:
-                alike.setdefault(mig.gateway, []).append(mig)
             arrivals = []
-            for migs in alike.values():
-                first = migs[0]
-                read = first.read(first.judge_of(batch_id))
-                try:
-                    if len(migs) > 1:
-                        read.read.share(first.store.con)
-                    arrivals += [(m, m.arrive(None, batch_id, started, read)) for m in migs]
-                finally:
-                    read.read.close(first.store.con)
+            for alike in self._reads.values():
+                arrivals += self._arrive_together(alike, batch_id, started)
             for mig, arrival in arrivals:
                 mig.evaluate_batch(arrival)
         except Exception as err:
             self.failure = self.failure or err
             raise
+
+    def _arrive_together(self, alike: dict[Gateway, list[Mig]], batch_id: int,
+                         started: float) -> list[tuple[Mig, Arrival]]:
+        """The arrivals of the queries that read a stream alike, ``alike`` grouping those that
+        judge it alike too."""
+        con = self.migs[0].store.con
+        judges = [migs[0].judge_of(batch_id) for migs in alike.values()]
+        if all(isinstance(j, FileReferences) for j in judges):
+            reads = read_together(con, judges)
+        else:  # several streams' files, judged behind a synchronisation buffer
+            reads = [judge.read(con) for judge in judges]
+        try:
+            arrivals = []
+            for migs, read in zip(alike.values(), reads, strict=True):
+                if len(migs) > 1:
+                    read.share(con)
+                arrivals += [(m, m.arrive(None, batch_id, started, Gathered.of(read)))
+                             for m in migs]
+            return arrivals
+        finally:
+            for read in reads:
+                read.close(con)
 
     def _wait(self) -> None:
         if self._pending is not None:
@@ -112,3 +133,11 @@ class SharedBatches:
         self._thread.shutdown()
         for mig in self.migs:
             mig.close()
+
+
+def _read_alike(gateway: Gateway) -> Gateway:
+    """What decides how a batch's files are read and checked: a stream's gateway less the
+    lateness and K-slack buffer it judges by, which ``read_together`` keeps per query."""
+    if isinstance(gateway, ReferencedFiles):
+        return replace(gateway, lateness=0.0, policy=None, value=None)
+    return gateway

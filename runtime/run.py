@@ -238,7 +238,8 @@ def run_together(spec: RunSpec, *, on_batch: Callable[[str, BatchReport], None] 
 
         def judging(quality: Quality, explanation: Explanation) -> Gateway:
             """The query's gateway: the shared one, or, where the query states a quality, one
-            with a K-slack buffer of its own, which judges for itself."""
+            with a K-slack buffer of its own (whose files are read once for all,
+            ``SharedBatches``)."""
             if quality.disorder == "fixed":
                 return gateway
             plan = explanation.optimization.logical

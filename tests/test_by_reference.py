@@ -14,13 +14,16 @@ import duckdb
 import polars as pl
 import pytest
 
-from rowstream.by_reference import FileReferences, fits
+from kslack.manager import Policy, Requirement
+from rowstream.by_reference import FileReferences, fits, read_together
 from rowstream.eventtime import EPOCH, admit
+from rowstream.gateway import buffer_of
 from rowstream.landing import landed_files, read_landed
 from runtime.settings import example_stream
 from tests.bad_input import plant, plant_parquet
 from tests.test_streams import planted_file
 from workload.air_quality import AirQuality
+from workload.disorder import Disorder
 from workload.smart_plugs import SmartPlugs
 
 PLUGS, AIR = example_stream("plugs"), example_stream("air")
@@ -132,6 +135,57 @@ def test_a_batch_of_several_files_is_judged_as_batches_of_one(tmp_path, planted)
             .equals(pl.concat(quarantined).select(columns).sort(columns)))
     assert together.high_water == high_water
     assert together.tuples == sum(frame.height for frame in admitted)
+
+
+def disordered(directory: Path) -> None:
+    SmartPlugs(rate=200).write_files(directory, 40, file_seconds=1.0,
+                                     disorder=Disorder(tail=0.3), file_format="parquet")
+
+
+@pytest.mark.parametrize("planted", [
+    lambda d: plant_parquet(d, SmartPlugs(rate=200), 50, 10),
+    lambda d: plant(d, SmartPlugs(rate=200), 40, 10), canonical_failures, disordered],
+    ids=["parquet-planted", "csv-planted", "csv-canonical", "parquet-disordered"])
+def test_judges_read_together_each_admit_what_they_admit_alone(tmp_path, planted):
+    """Queries over one stream in one run read each file once (``read_together``, Ji's K-slack
+    chain): each judge, by its own lateness or K-slack buffer, admits, quarantines and decides
+    what it does reading the batch alone."""
+    planted(tmp_path)
+    judged_by = [(LATENESS, None), (0.5, None), (LATENESS, Policy("none")),
+                 (LATENESS, Policy("am", Requirement(0.05), warmup=0.0))]
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    high_water, states, decided = None, [None] * len(judged_by), 0
+
+    def judges(path: Path) -> list[FileReferences]:
+        return [FileReferences(PLUGS, (path,), high_water, lateness, SLIDE,
+                               buffer_of(policy, state), "value" if policy else None)
+                for (lateness, policy), state in zip(judged_by, states, strict=True)]
+
+    def made(read) -> tuple:
+        admitted = pl.from_arrow(con.sql(read.rows).to_arrow_table()).sort(PLUGS.names)
+        quarantined = pl.from_arrow(read.quarantined).select("origin", "rule", "reason")
+        decisions = [(s, f, d.k, d.high_water, d.watermark, d.threshold)
+                     for s, f, d in (read.slack.decisions if read.slack else ())]
+        return (admitted, quarantined.sort("origin"), read.tuples, read.first, read.latest,
+                read.high_water, decisions, read.slack.state if read.slack else None)
+
+    for name in landed_files(tmp_path):
+        alone = []
+        for judge in judges(tmp_path / name):
+            read = judge.read(con)
+            alone.append(made(read))
+            read.close(con)
+        together = read_together(con, judges(tmp_path / name))
+        for one, other in zip(alone, map(made, together), strict=True):
+            assert one[0].equals(other[0]) and one[1].equals(other[1]), name
+            assert one[2:] == other[2:], name
+        for read in together:
+            read.close(con)
+        high_water = together[0].high_water
+        states = [read.slack.state if read.slack else None for read in together]
+        decided += len(alone[-1][6])
+    assert decided == len(landed_files(tmp_path))  # the buffer decided after every file
 
 
 def fields_read(directory: Path, schema=PLUGS) -> list[str]:

@@ -57,6 +57,16 @@ def test_the_sum_threshold_meets_the_error_bound_with_the_stated_confidence():
     assert exceeding(threshold - 0.02) > delta  # the least coverage: a little less fails
     assert coverage.sum_threshold(1.0, 400, 2.0, 2.0) == 0.0
     assert coverage.sum_threshold(0.05, 400, 0.0, 2.0) == 1.0
+    # Eq. (4.1) holds at the threshold and fails just below it, for windows few and many.
+    c = coverage.critical_value(delta)
+    for tuples, error in [(3, 0.5), (400, 0.05), (400, 0.0001), (1e6, 0.01), (1e9, 0.001)]:
+        spread = (values.var() + values.mean() ** 2) / (tuples * values.mean() ** 2)
+
+        def bound(cvrg: float) -> float:
+            return (1 - cvrg) + c * np.sqrt((cvrg - cvrg * cvrg) * spread)
+
+        found = coverage.sum_threshold(error, tuples, values.mean(), values.var(), delta)
+        assert bound(found) <= error * (1 + 1e-9) and bound(found - 1e-7 * (1 - found)) > error
 
 
 def disordered(rate: float, seconds: float, late_share: float, mean_delay: float):

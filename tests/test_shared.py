@@ -1,7 +1,7 @@
-"""Several queries in one run (docs/design.md, Several queries): DuckDB reads and judges each
-micro-batch's files once for the queries that judge alike (a query with a K-slack buffer of
-its own reads for itself), and every query gives the rows it gives alone, also when the run is
-killed with SIGKILL between two queries' arrivals of a batch and resumed."""
+"""Several queries in one run (docs/design.md, Several queries): DuckDB reads and checks each
+micro-batch's files once for all the queries (one with a K-slack buffer admits what its own
+buffer leaves), and every query gives the rows it gives alone, also when the run is killed with
+SIGKILL between two queries' arrivals of a batch and resumed."""
 
 from __future__ import annotations
 
@@ -63,8 +63,8 @@ def test_queries_of_one_run_give_their_reference_rows_and_a_killed_run_the_same(
     from tests.test_crash import tandem, where
     from tests.test_reference import assert_same_rows
 
-    # A fourth query states a quality: it sizes a K-slack buffer of its own, and reads for
-    # itself; the others share one read.
+    # A fourth query states a quality: it sizes a K-slack buffer of its own from the one read;
+    # the others judge alike, and append from one table.
     sized = Path(short("q5")).with_name("q5k.sql")
     sized.write_text(f"/*+ QUALITY(max_error = {MAX_ERROR}) */\n" + Path(short("q5")).read_text())
     first, *others = [*(short(q) for q in QUERIES), str(sized)]
