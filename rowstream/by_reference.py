@@ -33,6 +33,7 @@ file that cannot be read at all. The verdict is exact either way.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -279,6 +280,12 @@ class _Batch:
         high_water = self.judge.high_water
         self._passed(None if high_water is None else (high_water - EPOCH) // US)
 
+    def _temporary(self, kind: str, *numbers: int) -> str:
+        """The name of a temporary table or view of the batch's: the stream's in it, as the
+        batches of a join's streams are read on one connection at once."""
+        stream = re.sub(r"\W", "_", self.schema.name, flags=re.ASCII)
+        return "_".join([f"__{kind}", stream, *map(str, numbers)])
+
     def _passed(self, before: int | None) -> None:
         """The high-water mark before the next file is ``before`` (µs): rows at or before each
         admission's watermark are late."""
@@ -416,7 +423,7 @@ class _Batch:
         median = self.con.execute(f"SELECT quantile_disc({ts}, 0.5) FROM {scan.source} "
                                   f"WHERE {ts} IS NOT NULL").fetchall()[0][0]
         parameters = parameters_at(median, schema)
-        table = f"__judged_{number}"
+        table = self._temporary("judged", number)
         self.temporary.append(table)
         self.con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT *, {scan.row} AS "
                          f"__row, {rule(input_suite(schema), scan.landed, parameters)} AS __rule "
@@ -492,7 +499,7 @@ class _Batch:
             if admission.slack is not None:
                 admission.observed = observed(frame, schema.time_column, admission.judge.value)
             admission.quarantined.append(frame.filter(pl.col("reason").is_not_null()))
-            view = f"__landed_{number}_{i}"
+            view = self._temporary("landed", number, i)
             self.views.append(view)
             self.con.register(view, naive(good.select(schema.names).to_arrow()))
             columns = Landed({c: identifier(c) for c in schema.names})
@@ -504,7 +511,7 @@ class _Batch:
         """A CSV file's lines in a temporary table, each parsed to the stream's types, where all
         are canonical (module docstring); None for a file outside that."""
         schema = self.schema
-        table = f"__lines_{number}"
+        table = self._temporary("lines", number)
         try:
             self.con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS {_lines(path, schema)}")
         except duckdb.Error:  # bytes that are not UTF-8, or a file that went away
@@ -539,7 +546,7 @@ class _Batch:
         options = (f"header = false, skip = {int(header)}, quote = '', escape = '', "
                    "new_line = '\\n', auto_detect = false, strict_mode = true, "
                    "null_padding = false")
-        table = f"__fields_{number}"
+        table = self._temporary("fields", number)
         fields = ", ".join(f"'f{i}': {literal(_READ_AS.get(t, t))}"
                            for i, (_, t) in enumerate(schema.columns))
         typed = ", ".join(f"{_read_value(f'f{i}', t)} AS {identifier(c)}"

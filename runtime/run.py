@@ -383,7 +383,7 @@ def _drive(spec: RunSpec, name: str, checkpoint: Path, gateway: Gateway,
             raise TandemError(f"{'a disk is full' if full else 'the Spark query failed'}: "
                               f"{_reason(cause)} (details in {log}; "
                               f"{'free space, then ' if full else ''}"
-                              "`--resume` continues from the last checkpoint)")
+                              "`--resume` continues from the last checkpoint)") from cause
     # Py4J reports a JVM gone mid-call as its own error, one gone before a new connection
     # as the socket's refusal.
     except (Py4JError, ConnectionError) as err:

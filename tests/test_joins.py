@@ -63,6 +63,38 @@ def test_late_readings_of_a_disordered_meter_stream_land_once(landing):
     assert (ts[1:] < np.maximum.accumulate(ts)[:-1]).sum() > 0
 
 
+@pytest.mark.parametrize("file_format", ["csv", "parquet"])
+def test_a_batch_of_two_streams_reads_each_stream_s_own_rows(tmp_path, file_format):
+    """DuckDB reads both streams' files of a batch on one connection, each into temporary
+    tables of its own (a CSV file's fields, its lines), which the crossings then read."""
+    import duckdb
+
+    from rowstream.by_reference import FileReferences, SynchronisedReferences
+    from runtime.settings import example_stream
+
+    judges = []
+    for name, source in (("plugs", PLUGS), ("meters", METERED)):
+        files = source.write_files(tmp_path / name, 10, 5.0, file_format=file_format)
+        judges.append(FileReferences(example_stream(name), tuple(files), None, LATENESS, 1.0))
+    def connected() -> duckdb.DuckDBPyConnection:
+        con = duckdb.connect()
+        con.execute("SET TimeZone = 'UTC'")
+        return con
+
+    def rows(con: duckdb.DuckDBPyConnection, sql: str, names) -> pl.DataFrame:
+        return pl.from_arrow(con.sql(sql).to_arrow_table()).sort(names)
+
+    con = connected()
+    read = SynchronisedReferences(tuple(judges)).read(con)
+    for judge in judges:
+        alone = connected()
+        names = list(judge.schema.names)
+        want = rows(alone, judge.read(alone).rows, names)
+        assert want.height > 0
+        assert rows(con, read.rows_of(judge.schema.name), names).equals(want)
+    read.close(con)
+
+
 def test_a_join_between_streams_is_refused_in_one_line_where_it_cannot_run(tmp_path, landing):
     from optimizer.errors import TandemError
     from runtime.run import run
