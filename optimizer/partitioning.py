@@ -45,6 +45,14 @@ def stream_rows(child: Node, placement: dict[str, str], plan: LogicalPlan) -> bo
         and all(placement[plan.ids[n]] == SPARK for n in post_order(child) if is_r2r(n)))
 
 
+def windows_rows_in_spark(child: Node, placement: dict[str, str], plan: LogicalPlan) -> bool:
+    """Is ``child`` in Spark, over a window's rows that a DB-op below it handed over, once per
+    window they belong to? A DB-op above cannot read it: it keeps a window's rows (not yet
+    aggregated or joined) once each, by pane, and makes their windows itself."""
+    return (is_r2r(child) and placement[plan.ids[child]] == SPARK and not child.instantiated
+            and not stream_rows(child, placement, plan))
+
+
 def reads_partitions(child: Node, placement: dict[str, str], plan: LogicalPlan) -> bool:
     """Can a central DB-op read ``child`` (module docstring)?"""
     return (not is_r2r(child) or placement[plan.ids[child]] != PARTITIONED
@@ -52,10 +60,15 @@ def reads_partitions(child: Node, placement: dict[str, str], plan: LogicalPlan) 
 
 
 def problem(plan: LogicalPlan, placement: dict[str, str]) -> str | None:
-    """Why a placement cannot run duckdb-partitioned where it puts it, in one line, or None."""
+    """Why a placement cannot run duckdb-partitioned where it puts it, or a DB-op cannot read
+    what Spark hands it, in one line; None if it can."""
     for op in plan.operators:
         op_id, engine = plan.ids[op], placement.get(plan.ids[op])
         for child in op.inputs:
+            if engine == DUCKDB and windows_rows_in_spark(child, placement, plan):
+                return (f"--placement: {op_id} on duckdb cannot read {plan.ids[child]} on spark:"
+                        " a DB-op below handed Spark a window's rows once per window, and "
+                        f"DuckDB keeps a window's rows once (place {plan.ids[child]} on duckdb)")
             if engine == DUCKDB and not reads_partitions(child, placement, plan):
                 return (f"--placement: {op_id} on duckdb cannot read {plan.ids[child]} on "
                         f"{PARTITIONED}: the stream's rows it passes on are not tagged with "

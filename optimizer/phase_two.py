@@ -97,8 +97,12 @@ def search(plan: LogicalPlan, model: CostModel, objective: Objective,
     referenced = reference_pins(plan, pinned) if model.prices_reference else None
     if referenced is None or not plan.operators:
         return pruned_search(plan, model, objective, pinned, decompose_above)
-    results = [pruned_search(plan, model, objective, referenced, decompose_above,
-                             by_reference=True)]
+    results, refused = [], None
+    try:
+        results.append(pruned_search(plan, model, objective, referenced, decompose_above,
+                                     by_reference=True))
+    except TandemError as err:  # no plan by reference honours the pins: one by value may
+        refused = err
     partitioned = model.profile.prices(PARTITIONED)
     for op in stream_readers(plan):
         for engine in (SPARK, *((PARTITIONED,) if partitioned and partitionable(op) else ()),
@@ -110,6 +114,8 @@ def search(plan: LogicalPlan, model: CostModel, objective: Objective,
                                              {**pinned, plan.ids[op]: engine}, decompose_above))
             except TandemError:  # no plan honours that pin
                 continue
+    if not results:
+        raise refused
     rank = lambda r: (ranked(plan, r.placement, model, objective),  # noqa: E731
                       tuple(r.placement.values()))
     return replace(min(results, key=rank),
@@ -156,22 +162,31 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
     parents = {c: parent for parent in plan.operators for c in parent.inputs}
     position = {op: i for i, op in enumerate(plan.operators)}
     partitions = any(PARTITIONED in engines for engines in allowed)
+    rows_through_spark = any(
+        DUCKDB in allowed[position[op]] and SPARK in allowed[position[c]]
+        and not c.instantiated and any(map(is_r2r, c.inputs))
+        for op in plan.operators for c in op.inputs if is_r2r(c))
 
     def by_kind(consumer: Node | None) -> bool:
         """Must the best subtree with a DB-op below be kept beside the best of all, for
         ``consumer`` to read? Only a subtree without DB-ops can feed duckdb-partitioned; and a
         Spark operator costs what it costs after the MIG where a DB-op is below (cost.after_mig:
         a batch job over DuckDB's rows, and the moves of Spark's rows it also reads), its
-        streaming cost elsewhere. Where the first is no less, the dearer subtree cannot win."""
-        return partitions or (consumer is not None and SPARK in allowed[position[consumer]]
-                              and model.after_mig(consumer, (), by_reference).u
-                              < model.dsps(consumer).u)
+        streaming cost elsewhere. Where the first is no less, the dearer subtree cannot win.
+        Nor can a DB-op read a window's rows from a Spark operator with a DB-op below
+        (``partitioning.windows_rows_in_spark``): where a plan could place one so, both kinds
+        are kept everywhere, as for duckdb-partitioned."""
+        return partitions or rows_through_spark or (
+            consumer is not None and SPARK in allowed[position[consumer]]
+            and model.after_mig(consumer, (), by_reference).u < model.dsps(consumer).u)
 
     def best_closed(candidates: list[Partial], kinds: bool) -> list[Partial]:
         """The DSPS-side survivors: one plan (one of each kind, with ``kinds``: ``by_kind``),
         or the plans no other dominates when the cost is more than one number (a memory budget;
         the pipeline's two sides)."""
         scored = [(close(p), p) for p in candidates]
+        if not scored:  # pins that leave no plan
+            return []
         order = lambda cp: (objective.rank(cp[0]), cp[1].engines)  # noqa: E731
         if objective.memory_budget is None and not objective.two_sided:
             classes = {_fed_by_db(p) for _, p in scored} if kinds else {None}
@@ -228,7 +243,9 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
                 arrival = model.db_arrival(op, by_reference)
                 for child, p in zip(children, combo, strict=True):
                     if (not _feeds_partitions(child, p) if engine == PARTITIONED
-                            else ENGINES[p.engines[-1]] == PARTITIONED and not child.instantiated):
+                            else not child.instantiated and (
+                                ENGINES[p.engines[-1]] == PARTITIONED
+                                or ENGINES[p.engines[-1]] == SPARK and _fed_by_db(p))):
                         break  # optimizer/partitioning.py
                     closed = closed.combine(p.closed)
                     if p.open is not None and fragment_engine(ENGINES[p.engines[-1]]) == engine:
@@ -247,17 +264,20 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
                                                 by_reference, kept)))
                     constructed += 1
         new = _undominated_fragments([p for p in new if keep(p)])
-        if op in cut:
-            # Decomposition: this subplan is optimised on its own, as if Spark consumed it.
+        if op in cut and new:
+            # Decomposition: this subplan is optimised on its own, as if Spark consumed it (the
+            # best of each kind, where its consumer tells them apart: ``by_kind``).
             examined += len(new)
-            new = [min(new, key=lambda p: (objective.rank(close(p)), p.engines))]
+            kinds = {_fed_by_db(p) for p in new} if by_kind(parents.get(op)) else {None}
+            new = [min((p for p in new if kind is None or _fed_by_db(p) == kind),
+                       key=lambda p: (objective.rank(close(p)), p.engines)) for kind in kinds]
         plans[op] = new
 
     # Infeasible partial plans are dropped only when a feasible plan exists, so none is missing
     # unless pins forbid every plan.
     finals = plans[plan.root]
     if not finals:
-        if all(plan.ids[op] in pinned for op in plan.operators):  # why, in the user's terms
+        if all(plan.ids[op] in pinned for op in plan.operators if is_r2r(op)):  # why, in words
             raise TandemError(problem(plan, pinned) or "--placement: no plan honours these pins")
         raise TandemError(f"--placement: no plan honours these pins: {PARTITIONED} and {SPLIT} "
                           "read only the stream's rows as Spark hands them over, and duckdb "

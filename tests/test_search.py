@@ -237,3 +237,17 @@ def test_duckdb_partitioned_is_refused_in_one_line_where_it_cannot_run(catalog, 
     pinned = {"select_2": "duckdb-partitioned", "aggregate_1": "duckdb-partitioned"}
     ok = optimize(query_sql("q1"), catalog, profile, placement=placement_spec(pinned))
     assert pinned.items() <= ok.plan.placement.items()
+
+
+def test_a_db_op_does_not_read_a_window_s_rows_that_passed_through_spark_from_another(
+        catalog, profile):
+    # M2's plug readings selected in DuckDB come out once per window they belong to; projected
+    # in Spark, the join's DB-op would keep them as the stream's rows, by pane.
+    sandwich = {"select_1": "duckdb", "project_1": "spark", "project_2": "duckdb",
+                "join_1": "duckdb", "select_2": "duckdb", "project_3": "duckdb"}
+    with pytest.raises(TandemError, match="join_1 on duckdb cannot read project_1 on spark"):
+        optimize(query_sql("m2"), catalog, profile, placement=placement_spec(sandwich))
+    # Left to choose, the search keeps the selection with the projection in Spark.
+    pinned = {"project_1": "spark", "join_1": "duckdb"}
+    chosen = optimize(query_sql("m2"), catalog, profile, placement=placement_spec(pinned))
+    assert chosen.plan.placement["select_1"] == "spark"
