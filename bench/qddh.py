@@ -378,7 +378,8 @@ def write_join(report: dict, recalls: list[float], methods: list[str], name: str
              f"landed in files of {report['unit']:g} s of arrival time; "
              f"{report['seconds'] / 60:.0f} min in all. γ(P_meas) read "
              f"{report['measurements']} times (every {L_ADT:g} s over the last {P_MEAS:g} s of "
-             "window_ends, from the second minute). EqSel: each stream sized for Γ^{1/2} "
+             "window_ends, from the second minute). EqSel; AM-adt sizes one K for both "
+             "streams (Same-K, kslack.manager.same_k), PD-adt each stream for Γ^{1/2} "
              "(kslack.manager.Recall).", "",
              "| K sized by | Γ | Φ(Γ) | Φ(.99Γ) | least γ | recall, whole run | latency (s) "
              "| vs Max-K-slack | K median plugs / meters (s) | late readings |",

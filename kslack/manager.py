@@ -28,7 +28,7 @@ import numpy as np
 
 from kslack import coverage
 from kslack.adaptation import PdAdt, am_adt
-from kslack.delays import GRANULARITY, coarse_micros, trimmed
+from kslack.delays import GRANULARITY, coarse_micros, trimmed, units
 from kslack.measured import WindowCounts, measured, retrospect
 from kslack.statistics import StatisticsWindow
 
@@ -73,9 +73,8 @@ class Recall:
     join of m windows is produced iff each of its m tuples was admitted, and with delays
     independent of a tuple's productivity (Ji's EqSel) the recall is the product of the m
     inputs' admitted shares, f_{D_i^K}(0) (Eq. 4.6 with each window either whole or missed).
-    Each stream's buffer is sized apart, for the share Γ^{1/m}: the product then meets Γ, and
-    each stream's decisions depend on its own files only (Ji's Same-K couples them, and would
-    make a stream's K depend on how the streams' files were batched)."""
+    AM-adt sizes one K for all the streams (``same_k``); PD-adt sizes each stream's buffer
+    apart, for the share Γ^{1/m}, so that the product meets Γ."""
 
     min_recall: float
     inputs: int = 2  # m: the windows the join reads, a stream's as often as it is read
@@ -154,6 +153,9 @@ class BufferManager:
     # and the runs they come in, its late tuples and their runs.
     values: list[list[float]] = field(default_factory=list)
     pd: PdAdt = field(default_factory=PdAdt)
+    # One of a join's streams whose K the join sizes for all of them (``same_k``, ``impose``):
+    # its own decisions keep the statistics only. Not state: the gateway says it every batch.
+    joint: bool = False
 
     def __post_init__(self):
         if self.counts is None:
@@ -199,8 +201,10 @@ class BufferManager:
             self.k = 0.0
         elif method == "max":
             self.k = self.largest
+        elif self.joint:
+            pass  # the join decides (``same_k``)
         elif method in ADAPTIVE:
-            if self.high_water is None or (self.high_water - self.first) / US < self.policy.warmup:
+            if self.warming_up:
                 self.k = self.largest
             else:
                 threshold = self.threshold()
@@ -212,13 +216,27 @@ class BufferManager:
                                      retrospect(self.out_of_order))
                     if found is not None:
                         self.k = self.pd.size(threshold, found, self.stats.max_delay())
+        if not self.joint:
+            self._mark()
+        return Decision(self.units - 1, self.k, self.high_water, self.mark, threshold, found,
+                        time.perf_counter() - started)
+
+    @property
+    def warming_up(self) -> bool:
+        return (self.high_water is None
+                or (self.high_water - self.first) / US < self.policy.warmup)
+
+    def impose(self, k: float) -> None:
+        """K as the join sized it for all its streams (``same_k``)."""
+        self.k = k
+        self._mark()
+
+    def _mark(self) -> None:
         if self.high_water is not None:
             mark = (self.high_water // 1000) * 1000 - round(self.k * US)
             self.mark = mark if self.mark is None else max(self.mark, mark)
             # Alg. 4.3 reads windows at most the largest delay old: older counts are done with.
             self.counts.purge(self.high_water / US - self.largest - self.policy.slide)
-        return Decision(self.units - 1, self.k, self.high_water, self.mark, threshold, found,
-                        time.perf_counter() - started)
 
     def threshold(self) -> float:
         """Cvrg_thr, Eq. (4.1), for the requirement over the recent units' values: N the
@@ -272,6 +290,33 @@ class BufferManager:
                    WindowCounts.from_json(policy.window, policy.slide, data["counts"]),
                    np.array(data["out_of_order"], np.int64), data["values"],
                    PdAdt(alpha=alpha, error=error))
+
+
+def joins_same_k(policies: list[Policy | None]) -> bool:
+    """Do a join's streams share one K (``same_k``)? Where each sizes it by AM-adt for the
+    join's recall."""
+    return len(policies) > 1 and all(
+        p is not None and p.method == "am" and isinstance(p.requirement, Recall)
+        for p in policies)
+
+
+def same_k(managers: list[BufferManager]) -> tuple[float, float]:
+    """Ji's Same-K policy (Sec. 4.2.3, Theorem 4.1) with AM-adt (Alg. 4.7) and EqSel: the
+    least K, in steps of g, at which the product of the streams' admitted shares f_{D_i^K}(0)
+    (``Recall``: a late tuple misses every window) meets the recall Γ, up to the first K past
+    the largest delay seen; while any stream warms up, the largest delay of all (Max-K-slack).
+    Returns K and how long deciding took."""
+    started = time.perf_counter()
+    largest = max(m.largest for m in managers)
+    if any(m.warming_up for m in managers):
+        return largest, time.perf_counter() - started
+    shares = [np.cumsum(m.stats.histogram()) for m in managers]
+    size = max(s.size for s in shares)
+    product = np.prod([np.pad(s, (0, size - s.size), constant_values=1.0) for s in shares],
+                      axis=0)
+    high = int(units(max(m.stats.max_delay() for m in managers), GRANULARITY, up=False)) + 1
+    reach = int(np.searchsorted(product, managers[0].policy.requirement.min_recall))
+    return min(reach, high) * GRANULARITY, time.perf_counter() - started
 
 
 def _runs(flags: np.ndarray) -> tuple[float, float]:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import reduce
 from pathlib import Path
@@ -50,7 +50,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from kslack.manager import BufferManager, Decision, Policy
+from kslack.manager import BufferManager, Decision, Policy, joins_same_k, same_k
 from optimizer.deployment import Deployment
 from optimizer.logical import Window
 from rowstream.eventtime import EPOCH, admit, watermark
@@ -809,21 +809,63 @@ class Reads:
 class SynchronisedReferences:
     """The judge of a micro-batch of several streams: each stream's files judged by its own
     ``FileReferences``, with the stream's schema, high-water mark and lateness (or K-slack
-    buffer), then synchronised (``Reads``)."""
+    buffer), then synchronised (``Reads``).
+
+    Where the streams share one K (Ji's Same-K, ``kslack.manager.same_k``), K after each file
+    is decided from every stream's statistics, so the files are judged in an order the streams
+    alone decide, whatever Spark batched: the stream furthest behind (the least high-water
+    mark, then the first) gives its next file. Where it has none yet, the others' files wait,
+    by name, in the batch's state (``pending``), as Ji's synchronisation buffer holds the
+    leading streams' tuples: no window of theirs is evaluated before the stream behind passes
+    it anyway."""
 
     streams: tuple[FileReferences, ...]
+    pending: tuple[tuple[Path, ...], ...] = ()  # per stream, files the batches before held
 
     def read(self, con: duckdb.DuckDBPyConnection) -> Reads:
-        parts = {judge.schema.name: judge.read(con) for judge in self.streams}
+        joint = joins_same_k([j.slack.policy if j.slack else None for j in self.streams])
+        batches = [_Batch(judge, con, [_Admission(judge)]) for judge in self.streams]
+        queues = [[*(self.pending[i] if self.pending else ()), *judge.files]
+                  for i, judge in enumerate(self.streams)]
+        numbers = [0] * len(batches)
+        while True:
+            i = (min(range(len(batches)), key=lambda s: (
+                batches[s].before is not None, batches[s].before or 0, s)) if joint
+                else next((s for s, queue in enumerate(queues) if queue), 0))
+            if not queues[i]:
+                break
+            batches[i].add(numbers[i], queues[i].pop(0))
+            numbers[i] += 1
+            if joint:
+                _impose(batches, i)
+        parts = {judge.schema.name: batch.result()[0]
+                 for judge, batch in zip(self.streams, batches, strict=True)}
         marks = [_watermark_after(judge, parts[judge.schema.name]) for judge in self.streams]
-        state = {name: {"high_water": None if read.high_water is None
-                        else read.high_water.isoformat(),
-                        "slack": None if read.slack is None else read.slack.state}
-                 for name, read in parts.items()}
+        state = {judge.schema.name: {
+            "high_water": None if read.high_water is None else read.high_water.isoformat(),
+            "slack": None if read.slack is None else read.slack.state,
+            **({"pending": [str(p) for p in queue]} if queue else {})}
+            for judge, read, queue in zip(self.streams, parts.values(), queues, strict=True)}
         decisions = tuple(d for read in parts.values() if read.slack
                           for d in read.slack.decisions)
         synchronised = None if None in marks else min(marks)
         return Reads(parts, Slack(synchronised, decisions, state))
+
+
+def _impose(batches: list[_Batch], last: int) -> None:
+    """Same-K after a file of stream ``last``: the K every stream's next file is judged with,
+    which is the file's decision."""
+    managers = [batch.admissions[0].slack for batch in batches]
+    k, seconds = same_k(managers)
+    for manager, batch in zip(managers, batches, strict=True):
+        manager.impose(k)
+        batch._passed(batch.before)
+    decisions = batches[last].admissions[0].decisions
+    stream, name, decision = decisions[-1]
+    adapted = not any(manager.warming_up for manager in managers)
+    decisions[-1] = (stream, name, replace(
+        decision, k=k, watermark=managers[last].mark, seconds=decision.seconds + seconds,
+        threshold=managers[last].policy.requirement.min_recall if adapted else None))
 
 
 def _watermark_after(judge: FileReferences, read: Read) -> datetime | None:
@@ -861,11 +903,15 @@ class ReferencedStreams(Gateway):
     def judge(self, batch_id: int, high_water: datetime | None,
               slack: dict | None = None) -> SynchronisedReferences:
         state = slack or {}
-        judges = []
+        judges, pending = [], []
         for i, part in enumerate(self.streams):
             mine = state.get(part.schema.name) or {}
             before = mine.get("high_water")
             judges.append(part.references(
                 tuple(files_of(part.checkpoint, batch_id, i)),
                 None if before is None else datetime.fromisoformat(before), mine.get("slack")))
-        return SynchronisedReferences(tuple(judges))
+            pending.append(tuple(Path(p) for p in mine.get("pending", ())))
+        if joins_same_k([part.policy for part in self.streams]):
+            for judge in judges:
+                judge.slack.joint = True
+        return SynchronisedReferences(tuple(judges), tuple(pending))

@@ -6,6 +6,7 @@ killed with SIGKILL and resumed gives the rows of one never killed."""
 
 from __future__ import annotations
 
+import json
 import signal
 from pathlib import Path
 
@@ -117,7 +118,7 @@ def test_a_join_between_streams_is_refused_in_one_line_where_it_cannot_run(tmp_p
 # its files, DuckDB recorded its arrival (with each stream's buffer), and DuckDB committed its
 # results.
 POINTS = ["committed-unread", "arrival", "duckdb-write"]
-MIN_RECALL = 0.95
+MIN_RECALL = 0.9
 
 
 @pytest.mark.integration
@@ -168,7 +169,7 @@ def test_a_join_between_streams_gives_the_reference_s_rows_and_a_killed_run_the_
     root = explain("m2").optimization.logical.root
     readings = {"plugs": pl.from_arrow(PLUGS.between(0, DURATION)),
                 "meters": pl.from_arrow(METERED.between(0, DURATION))}
-    decided = {}
+    decided, held = {}, {}
     for name in ("whole", "resumed"):
         with ColumnarStore(tmp_path / f"{name}.duckdb") as store:
             got = pl.from_arrow(store.results("m2")).select(root.columns)
@@ -179,6 +180,9 @@ def test_a_join_between_streams_gives_the_reference_s_rows_and_a_killed_run_the_
                 "WHERE query = 'm2'").to_arrow_table())
             decided[name] = store.con.sql("SELECT stream, file, k, watermark FROM q_m2.slack "
                                           "ORDER BY stream, unit").fetchall()
+            state = json.loads(store.con.sql("SELECT slack FROM q_m2.progress ORDER BY "
+                                              "batch_id DESC LIMIT 1").fetchall()[0][0])
+            held[name] = {s: len(state[s].get("pending", ())) for s in state}
             last_end = store.con.sql("SELECT max(last_end) FROM q_m2.progress").fetchall()[0][0]
         on_time = {
             "plugs": readings["plugs"].filter(~pl.col("id").is_in(
@@ -191,12 +195,14 @@ def test_a_join_between_streams_gives_the_reference_s_rows_and_a_killed_run_the_
         want = reference.Evaluator(on_time).result(root).filter(pl.col("window_end") <= last_end)
         assert want.height > 0
         assert_same_rows(got, want)
-    # A decision per landed file of each stream, the same however the files were batched and
-    # the run killed; each stream's watermark never moves back.
+    # A decision per landed file of each stream, or the file held for the stream behind
+    # (Same-K), the same however the files were batched and the run killed; each stream's
+    # watermark never moves back.
     files = {name: len(list((landing / name).iterdir())) for name in ("plugs", "meters")}
-    assert [sum(s == name for s, *_ in decided["whole"]) for name in files] == list(
-        files.values())
-    assert decided["resumed"] == decided["whole"]
+    assert [sum(s == name for s, *_ in decided["whole"]) + held["whole"][name]
+            for name in files] == list(files.values())
+    assert decided["resumed"] == decided["whole"] and held["resumed"] == held["whole"]
+    assert len({k for _, _, k, _ in decided["whole"]}) > 1  # K adapts
     for name in files:
         marks = [m for s, _, _, m in decided["whole"] if s == name and m is not None]
         assert marks == sorted(marks)

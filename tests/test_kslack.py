@@ -12,7 +12,7 @@ import pytest
 from kslack import coverage
 from kslack.adaptation import PdAdt, am_adt
 from kslack.delays import after_buffer, arrival_delays, coarse, coarse_micros, histogram
-from kslack.manager import BufferManager, Policy, Recall, Requirement
+from kslack.manager import BufferManager, Policy, Recall, Requirement, joins_same_k, same_k
 from kslack.measured import WindowCounts, measured, retrospect
 from kslack.statistics import MOST_CHUNKS, StatisticsWindow
 from rowstream.eventtime import watermark
@@ -62,7 +62,7 @@ def test_the_sum_threshold_meets_the_error_bound_with_the_stated_confidence():
     for tuples, error in [(3, 0.5), (400, 0.05), (400, 0.0001), (1e6, 0.01), (1e9, 0.001)]:
         spread = (values.var() + values.mean() ** 2) / (tuples * values.mean() ** 2)
 
-        def bound(cvrg: float) -> float:
+        def bound(cvrg: float, spread: float = spread) -> float:
             return (1 - cvrg) + c * np.sqrt((cvrg - cvrg * cvrg) * spread)
 
         found = coverage.sum_threshold(error, tuples, values.mean(), values.var(), delta)
@@ -307,6 +307,31 @@ def test_a_resumed_manager_decides_as_one_that_never_stopped():
         resumed = judged_in_units(ts, values, policy, resume_every=5)
         assert (whole[0] == resumed[0]).all()
         assert [(d.k, d.watermark) for d in whole[1]] == [(d.k, d.watermark) for d in resumed[1]]
+
+
+def test_same_k_is_the_least_k_whose_streams_admitted_shares_meet_the_recall():
+    """Ji's Same-K (Sec. 4.2.3) with AM-adt: one K for a join's streams, the least whose
+    product of the streams' admitted shares meets Γ; below Γ^{1/2} for each stream where the
+    other's share is more."""
+    streams = [np.round(disordered(**STREAM) * 1e6).astype(np.int64),
+               np.round(disordered(rate=500, seconds=40.0, late_share=0.5, mean_delay=0.2)
+                        * 1e6).astype(np.int64)]
+    policy = Policy("am", Recall(0.95), **REQUIRED)
+    managers = []
+    for ts in streams:
+        manager = BufferManager(policy, joint=True)
+        manager.observe(ts, np.zeros(ts.size, bool))
+        managers.append(manager)
+    k, _ = same_k(managers)
+    delays = [arrival_delays(ts / 1e6) for ts in streams]
+
+    def recall(k: float) -> float:
+        return float(np.prod([np.mean(coarse(d) <= round(k / 0.010)) for d in delays]))
+
+    assert recall(k) >= 0.95 > recall(k - 0.010)
+    own = max(am_adt(histogram(d), 0.95 ** 0.5, d.max(), coverage.admitted) for d in delays)
+    assert k < own  # one K waits less than each stream sized for Γ^{1/2}
+    assert joins_same_k([policy, policy]) and not joins_same_k([policy, None])
 
 
 def test_am_adt_sizes_each_join_input_for_its_share_of_the_recall():
