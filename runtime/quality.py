@@ -163,11 +163,12 @@ def policy(quality: Quality, plan: LogicalPlan, stream: Stream, lateness: float
                   stream.distinct.get(keys, 1.0) if keys else 1.0), value
 
 
-def slack_summary(quality: Quality, decisions: list[dict]) -> dict:
+def slack_summary(quality: Quality, decisions: list[dict], state: dict | None = None) -> dict:
     """A run's K over time (its ``slack`` table's rows, in order): the quality stated, K's
     first, median, last and largest values, overall and per stream (a join's streams have a
-    buffer each), how long a decision took, and each stream's K against its high-water mark
-    in at most ``POINTS`` steps, for a page to draw."""
+    buffer each), how long a decision took, each stream's K against its high-water mark in at
+    most ``POINTS`` steps, for a page to draw, and, from the buffers' ``state`` after the last
+    batch, the files of a join's streams held for the stream behind (Same-K)."""
     seconds = sorted(d["seconds"] for d in decisions)
     measured = sorted(d["measured"] for d in decisions if d["measured"] is not None)
     streams: dict[str, list[dict]] = {}
@@ -183,7 +184,9 @@ def slack_summary(quality: Quality, decisions: list[dict]) -> dict:
             "measured_coverage": measured[len(measured) // 2] if measured else None,
             "k_over_time": {name: [[d["high_water"].isoformat() if d["high_water"] else None,
                                     d["k"]] for d in mine[::max(len(mine) // POINTS, 1)]]
-                            for name, mine in streams.items()}}
+                            for name, mine in streams.items()},
+            "held": {name: len(part["pending"]) for name, part in (state or {}).items()
+                     if isinstance(part, dict) and part.get("pending")}}
 
 
 def _ks(decisions: list[dict]) -> dict | None:
@@ -207,4 +210,6 @@ def describe_slack(slack: dict) -> str:
             f"decisions of {timing['median']:.2f} ms (median){each}"
             + (f"; the coverage measured {slack['measured_coverage']:.4f} against the threshold "
                f"{slack['threshold']:.4f}" if slack["measured_coverage"] is not None
-               and slack["threshold"] is not None else ""))
+               and slack["threshold"] is not None else "")
+            + "".join(f"; {files:,} files of {name} wait for the stream behind (Same-K)"
+                      for name, files in slack.get("held", {}).items()))

@@ -317,7 +317,8 @@ def _summarised(columnar: ColumnarStore, spec: RunSpec, name: str, placement: di
                          Quarantined.total_of(r.quarantined for r in reports),
                          sum(dropped.values()), lateness, wall, transfers, str(spec.store),
                          f"{schema_name(results)}.results", gateway,
-                         slack_summary(quality, columnar.slack(name))
+                         slack_summary(quality, columnar.slack(name),
+                                       columnar.progress(name, before=2**62).slack)
                          if quality.disorder != "fixed" else None)
     columnar.record("runs", {
         "query": name, "logged_at": datetime.now(UTC).replace(tzinfo=None),

@@ -129,6 +129,7 @@ def test_a_join_between_streams_gives_the_reference_s_rows_and_a_killed_run_the_
     resumed, against one never killed and the reference over the readings not late."""
     from columnar.store import ColumnarStore
     from runtime.explain import explain
+    from runtime.quality import describe_slack
     from runtime.run import run, stream_schemas
     from runtime.spec import RunSpec
     from tests.conftest import short
@@ -202,6 +203,10 @@ def test_a_join_between_streams_gives_the_reference_s_rows_and_a_killed_run_the_
     assert [sum(s == name for s, *_ in decided["whole"]) + held["whole"][name]
             for name in files] == list(files.values())
     assert decided["resumed"] == decided["whole"] and held["resumed"] == held["whole"]
+    # The run's summary says which files wait for the stream behind.
+    assert whole.slack["held"] == {s: n for s, n in held["whole"].items() if n}
+    assert ("wait for the stream behind" in describe_slack(whole.slack)) == any(
+        held["whole"].values())
     assert len({k for _, _, k, _ in decided["whole"]}) > 1  # K adapts
     for name in files:
         marks = [m for s, _, _, m in decided["whole"] if s == name and m is not None]
