@@ -30,6 +30,7 @@ the pruned search.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from optimizer.cost import (
@@ -185,13 +186,9 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
         or the plans no other dominates when the cost is more than one number (a memory budget;
         the pipeline's two sides)."""
         scored = [(close(p), p) for p in candidates]
-        if not scored:  # pins that leave no plan
-            return []
         order = lambda cp: (objective.rank(cp[0]), cp[1].engines)  # noqa: E731
         if objective.memory_budget is None and not objective.two_sided:
-            classes = {_fed_by_db(p) for _, p in scored} if kinds else {None}
-            best = [min((cp for cp in scored if c is None or _fed_by_db(cp[1]) == c), key=order)
-                    for c in classes]
+            best = _best_of_kinds(scored, kinds, order, lambda cp: cp[1])
             return [Partial(p.root, p.engines, cost, None) for cost, p in best]
         scored.sort(key=order)
         survivors: list[tuple[PlanCost, Partial]] = []
@@ -243,9 +240,8 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
                 arrival = model.db_arrival(op, by_reference)
                 for child, p in zip(children, combo, strict=True):
                     if (not _feeds_partitions(child, p) if engine == PARTITIONED
-                            else not child.instantiated and (
-                                ENGINES[p.engines[-1]] == PARTITIONED
-                                or ENGINES[p.engines[-1]] == SPARK and _fed_by_db(p))):
+                            else not child.instantiated and ENGINES[p.engines[-1]] == PARTITIONED
+                            or _windows_rows_in_spark(child, p)):
                         break  # optimizer/partitioning.py
                     closed = closed.combine(p.closed)
                     if p.open is not None and fragment_engine(ENGINES[p.engines[-1]]) == engine:
@@ -264,13 +260,12 @@ def pruned_search(plan: LogicalPlan, model: CostModel, objective: Objective,
                                                 by_reference, kept)))
                     constructed += 1
         new = _undominated_fragments([p for p in new if keep(p)])
-        if op in cut and new:
+        if op in cut:
             # Decomposition: this subplan is optimised on its own, as if Spark consumed it (the
             # best of each kind, where its consumer tells them apart: ``by_kind``).
             examined += len(new)
-            kinds = {_fed_by_db(p) for p in new} if by_kind(parents.get(op)) else {None}
-            new = [min((p for p in new if kind is None or _fed_by_db(p) == kind),
-                       key=lambda p: (objective.rank(close(p)), p.engines)) for kind in kinds]
+            new = _best_of_kinds(new, by_kind(parents.get(op)),
+                                 lambda p: (objective.rank(close(p)), p.engines))
         plans[op] = new
 
     # Infeasible partial plans are dropped only when a feasible plan exists, so none is missing
@@ -359,6 +354,22 @@ def valid(plan: LogicalPlan, placement: dict[str, str]) -> bool:
 def _fed_by_db(p: Partial) -> bool:
     """Is a DB-op in the partial plan? Then its root, if in Spark, runs after the MIG."""
     return any(e != IN_SPARK for e in p.engines)
+
+
+def _best_of_kinds(items: list, kinds: bool, key: Callable, partial: Callable = lambda p: p
+                   ) -> list:
+    """The best of ``items`` by ``key``, or with ``kinds`` the best of those whose partial
+    plan has a DB-op below and the best of the others (``by_kind``)."""
+    if not items:  # pins that leave no plan
+        return []
+    classes = {_fed_by_db(partial(i)) for i in items} if kinds else {None}
+    return [min((i for i in items if c is None or _fed_by_db(partial(i)) == c), key=key)
+            for c in classes]
+
+
+def _windows_rows_in_spark(child: Node, p: Partial) -> bool:
+    """``partitioning.windows_rows_in_spark`` for a child's partial plan."""
+    return ENGINES[p.engines[-1]] == SPARK and not child.instantiated and _fed_by_db(p)
 
 
 def _feeds_partitions(child: Node, p: Partial) -> bool:

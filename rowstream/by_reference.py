@@ -322,31 +322,34 @@ class _Batch:
             checks = may_fail(suite, scan.landed, ranges)
             # A K-slack buffer reads every row's time, and they say which rows came late.
             times = self._times_aside(scan) if self.observing else None
+            late = [0] * len(self.admissions)  # each admission's late rows
             counted = [] if times is not None else [
-                a for a in self.admissions
+                i for i, a in enumerate(self.admissions)
                 if first is not None and a.mark is not None and first <= _instant(a.mark)]
-            checks += [f"count(*) FILTER (WHERE {a.late(scan)})" for a in counted]
+            checks += [f"count(*) FILTER (WHERE {self.admissions[i].late(scan)})"
+                       for i in counted]
             found = self.con.execute(
                 f"SELECT {', '.join(checks)} FROM {scan.source}").fetchall()[0] if checks else ()
             failing = found[:len(found) - len(counted)]
-            late = dict(zip(map(id, counted), found[len(failing):], strict=True))
+            for i, rows_late in zip(counted, found[len(failing):], strict=True):
+                late[i] = rows_late
             if times is not None:
-                for admission in self.admissions:
-                    admission.observe(times.result())
-                    late[id(admission)] = int(admission.observed[1].sum())
+                times = times.result()
+                for i, admission in enumerate(self.admissions):
+                    admission.observe(times)
+                    late[i] = int(admission.observed[1].sum())
         else:
             rows, first, last, *found = self.con.execute(
                 f"SELECT count(*), min({ts}), max({ts}), "
                 + "".join(f"count(*) FILTER (WHERE {a.late(scan)}), " for a in self.admissions)
                 + f"{', '.join(may_fail(suite, scan.landed))} FROM {scan.source}").fetchall()[0]
-            late = dict(zip(map(id, self.admissions), found[:len(self.admissions)], strict=True))
-            failing = found[len(self.admissions):]
+            late, failing = found[:len(self.admissions)], found[len(self.admissions):]
         near = rows == 0 or last - first <= timedelta(seconds=self.schema.time_distance)
         rest = self.admissions
         if near and not any(failing):
             rest = []
-            for admission in self.admissions:
-                if not late.get(id(admission)):
+            for admission, rows_late in zip(self.admissions, late, strict=True):
+                if not rows_late:
                     admission.pieces.append(
                         f"SELECT {_columns(self.schema, scan.landed)} FROM {scan.source}")
                     admission.counts.append((rows, first, last))
@@ -738,6 +741,11 @@ class ReferencedFiles(Gateway):
     policy: Policy | None = None
     value: str | None = None
 
+    @property
+    def reading(self) -> ReferencedFiles:
+        """Less its lateness and K-slack buffer, which ``read_together`` keeps per judge."""
+        return replace(self, lateness=0.0, policy=None, value=None)
+
     def stream(self, spark: SparkSession) -> DataFrame:
         """Spark's file source over the landing directory, up to ``files_per_batch`` files per
         micro-batch: it plans the batches and checkpoints them; no job reads its rows."""
@@ -824,6 +832,8 @@ class SynchronisedReferences:
 
     def read(self, con: duckdb.DuckDBPyConnection) -> Reads:
         joint = joins_same_k([j.slack.policy if j.slack else None for j in self.streams])
+        for judge in self.streams if joint else ():
+            judge.slack.joint = True
         batches = [_Batch(judge, con, [_Admission(judge)]) for judge in self.streams]
         queues = [[*(self.pending[i] if self.pending else ()), *judge.files]
                   for i, judge in enumerate(self.streams)]
@@ -911,7 +921,4 @@ class ReferencedStreams(Gateway):
                 tuple(files_of(part.checkpoint, batch_id, i)),
                 None if before is None else datetime.fromisoformat(before), mine.get("slack")))
             pending.append(tuple(Path(p) for p in mine.get("pending", ())))
-        if joins_same_k([part.policy for part in self.streams]):
-            for judge in judges:
-                judge.slack.joint = True
         return SynchronisedReferences(tuple(judges), tuple(pending))

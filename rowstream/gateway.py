@@ -162,6 +162,12 @@ class Gateway(ABC):
         relation."""
         return (self.schema.time_column,)
 
+    @property
+    def reading(self) -> Gateway:
+        """The gateway less how it judges: queries whose gateways read alike share one read
+        of each batch (``rowstream/shared.py``)."""
+        return self
+
     @abstractmethod
     def stream(self, spark: SparkSession) -> DataFrame:
         """The streaming DataFrame Spark reads (``schema.rows``, and ``judged``)."""

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame
 
-from rowstream.by_reference import FileReferences, ReferencedFiles, read_together
+from rowstream.by_reference import FileReferences, read_together
 from rowstream.gateway import Gateway
 from rowstream.mig import Arrival, Gathered, Mig, Transfers
 
@@ -42,7 +42,7 @@ class SharedBatches:
         # they judge (the gateway itself).
         self._reads: dict[Gateway, dict[Gateway, list[Mig]]] = {}
         for mig in self.migs:
-            alike = self._reads.setdefault(_read_alike(mig.gateway), {})
+            alike = self._reads.setdefault(mig.gateway.reading, {})
             alike.setdefault(mig.gateway, []).append(mig)
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="tandem-shared")
 
@@ -133,11 +133,3 @@ class SharedBatches:
         self._thread.shutdown()
         for mig in self.migs:
             mig.close()
-
-
-def _read_alike(gateway: Gateway) -> Gateway:
-    """What decides how a batch's files are read and checked: a stream's gateway less the
-    lateness and K-slack buffer it judges by, which ``read_together`` keeps per query."""
-    if isinstance(gateway, ReferencedFiles):
-        return replace(gateway, lateness=0.0, policy=None, value=None)
-    return gateway
