@@ -28,6 +28,7 @@ import numpy as np
 
 from kslack import coverage
 from kslack.adaptation import PdAdt, am_adt
+from kslack.calibration import PERIOD, instant_recall, period_results
 from kslack.delays import GRANULARITY, coarse_micros, trimmed, units
 from kslack.measured import WindowCounts, measured, retrospect
 from kslack.statistics import StatisticsWindow
@@ -73,16 +74,21 @@ class Recall:
     join of m windows is produced iff each of its m tuples was admitted, and with delays
     independent of a tuple's productivity (Ji's EqSel) the recall is the product of the m
     inputs' admitted shares, f_{D_i^K}(0) (Eq. 4.6 with each window either whole or missed).
-    AM-adt sizes one K for all the streams (``same_k``); PD-adt sizes each stream's buffer
+    AM-adt sizes one K for all the streams (``same_k``) for the recall over the last ``period``
+    (P_meas, Sec. 4.2.1) to meet Γ (``kslack.calibration``); PD-adt sizes each stream's buffer
     apart, for the share Γ^{1/m}, so that the product meets Γ."""
 
     min_recall: float
     inputs: int = 2  # m: the windows the join reads, a stream's as often as it is read
+    period: float = PERIOD  # P_meas, seconds
 
     def __post_init__(self):
         if not 0 < self.min_recall <= 1:
             raise ValueError(f"min_recall {self.min_recall:g}: give a recall in (0, 1], such as "
                              "0.99")
+        if not self.period > 0:
+            raise ValueError(f"period {self.period:g}: give the seconds over which the recall "
+                             "is measured, such as 60")
 
     @property
     def share(self) -> float:
@@ -90,7 +96,7 @@ class Recall:
         return self.min_recall ** (1 / self.inputs)
 
     def describe(self) -> str:
-        return f"recall ≥ {self.min_recall:.4g}"
+        return f"recall ≥ {self.min_recall:.4g} over {self.period:g} s"
 
 
 def check(method: str, requirement: Requirement | Recall | None) -> None:
@@ -235,8 +241,10 @@ class BufferManager:
         if self.high_water is not None:
             mark = (self.high_water // 1000) * 1000 - round(self.k * US)
             self.mark = mark if self.mark is None else max(self.mark, mark)
-            # Alg. 4.3 reads windows at most the largest delay old: older counts are done with.
-            self.counts.purge(self.high_water / US - self.largest - self.policy.slide)
+            # Alg. 4.3 reads windows at most the largest delay old, Eq. (4.9) those of a
+            # join's measurement period: older counts are done with.
+            kept = max(self.largest, getattr(self.policy.requirement, "period", 0.0))
+            self.counts.purge(self.high_water / US - kept - self.policy.slide)
 
     def threshold(self) -> float:
         """Cvrg_thr, Eq. (4.1), for the requirement over the recent units' values: N the
@@ -300,23 +308,28 @@ def joins_same_k(policies: list[Policy | None]) -> bool:
         for p in policies)
 
 
-def same_k(managers: list[BufferManager]) -> tuple[float, float]:
+def same_k(managers: list[BufferManager]) -> tuple[float, float | None, float]:
     """Ji's Same-K policy (Sec. 4.2.3, Theorem 4.1) with AM-adt (Alg. 4.7) and EqSel: the
     least K, in steps of g, at which the product of the streams' admitted shares f_{D_i^K}(0)
-    (``Recall``: a late tuple misses every window) meets the recall Γ, up to the first K past
-    the largest delay seen; while any stream warms up, the largest delay of all (Max-K-slack).
-    Returns K and how long deciding took."""
+    (``Recall``: a late tuple misses every window) meets the instant recall Γ' (Eq. 4.9,
+    ``kslack.calibration``), up to the first K past the largest delay seen; while any stream
+    warms up, the largest delay of all (Max-K-slack). Returns K, Γ' (None while warming up)
+    and how long deciding took."""
     started = time.perf_counter()
     largest = max(m.largest for m in managers)
     if any(m.warming_up for m in managers):
-        return largest, time.perf_counter() - started
+        return largest, None, time.perf_counter() - started
     shares = [np.cumsum(m.stats.histogram()) for m in managers]
     size = max(s.size for s in shares)
     product = np.prod([np.pad(s, (0, size - s.size), constant_values=1.0) for s in shares],
                       axis=0)
     high = int(units(max(m.stats.max_delay() for m in managers), GRANULARITY, up=False)) + 1
-    reach = int(np.searchsorted(product, managers[0].policy.requirement.min_recall))
-    return min(reach, high) * GRANULARITY, time.perf_counter() - started
+    requirement, marks = managers[0].policy.requirement, [m.mark for m in managers]
+    target = requirement.min_recall if None in marks else instant_recall(
+        requirement.min_recall, *period_results([m.counts for m in managers], min(marks) / US,
+                                                requirement.period))
+    reach = int(np.searchsorted(product, target))
+    return min(reach, high) * GRANULARITY, target, time.perf_counter() - started
 
 
 def _runs(flags: np.ndarray) -> tuple[float, float]:

@@ -71,6 +71,14 @@ class WindowCounts:
         total = self.received[j] + self.missing[j]
         return float(self.received[j] / total) if total else None
 
+    def at(self, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """N_rcv and N_miss of the windows whose end indices are ``ends``; 0 where none is held."""
+        at = np.asarray(ends, dtype=np.int64) - self.first
+        held = (at >= 0) & (at < self.received.size)
+        received, missing = np.zeros(at.size, np.int64), np.zeros(at.size, np.int64)
+        received[held], missing[held] = self.received[at[held]], self.missing[at[held]]
+        return received, missing
+
     def purge(self, before: float) -> None:
         """Forget the windows ending before ``before`` (Ji purges those before T − MaxD)."""
         drop = min(max(int(units(before, self.slide, up=False)) - self.first, 0),

@@ -103,7 +103,10 @@ def _disorder(o: Overview) -> str:
             ("decision time (ms): median, largest",
              f"{timing['median']:.3f}, {timing['max']:.3f}")]
     if slack["threshold"] is not None:
-        rows.append(("coverage threshold (Eq. 4.1)", f"{slack['threshold']:.5f}"))
+        of = ("coverage threshold (Eq. 4.1)" if slack.get("min_recall") is None
+              else "instant recall Γ′ (Eq. 4.9), last" if slack["disorder"] == "am"
+              else "share each stream admits (Γ^{1/m})")
+        rows.append((of, f"{slack['threshold']:.5f}"))
     if slack["measured_coverage"] is not None:
         rows.append(("coverage measured (Alg. 4.3), median", f"{slack['measured_coverage']:.5f}"))
     return (text + f"<p>The last run: {escape(slack['quality'])}.</p>"

@@ -866,16 +866,15 @@ def _impose(batches: list[_Batch], last: int) -> None:
     """Same-K after a file of stream ``last``: the K every stream's next file is judged with,
     which is the file's decision."""
     managers = [batch.admissions[0].slack for batch in batches]
-    k, seconds = same_k(managers)
+    k, target, seconds = same_k(managers)
     for manager, batch in zip(managers, batches, strict=True):
         manager.impose(k)
         batch._passed(batch.before)
     decisions = batches[last].admissions[0].decisions
     stream, name, decision = decisions[-1]
-    adapted = not any(manager.warming_up for manager in managers)
     decisions[-1] = (stream, name, replace(
         decision, k=k, watermark=managers[last].mark, seconds=decision.seconds + seconds,
-        threshold=managers[last].policy.requirement.min_recall if adapted else None))
+        threshold=target))
 
 
 def _watermark_after(judge: FileReferences, read: Read) -> datetime | None:

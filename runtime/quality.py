@@ -8,7 +8,8 @@ A query states its quality in its SQL, as a hint anywhere in the text,
 or in its catalog entry, ``[queries.<name>]`` with the same keys; a run's options (the CLI's
 ``--max-error``, ``--confidence`` and ``--disorder``, a DAG's parameters) override both. Keys:
 ``max_error`` (ε_thr, an aggregate's relative error), ``confidence`` (1 − δ), ``min_recall``
-(Γ, a join's recall, instead of ``max_error``), and ``disorder``, how K is sized
+(Γ, a join's recall, instead of ``max_error``), ``period`` (P_meas, the seconds over which the
+recall is measured, 60 by default), and ``disorder``, how K is sized
 (``kslack.manager.POLICIES``): by default AM-adt where a requirement is stated, else the
 stream's fixed allowed lateness.
 """
@@ -45,11 +46,15 @@ class Quality:
     confidence: float = Requirement(0.0).confidence
     source: str = ""
     min_recall: float | None = None  # a join's
+    period: float | None = None  # a join's recall's P_meas
 
     def __post_init__(self):
         if self.max_error is not None and self.min_recall is not None:
             raise TandemError(f"state max_error (an aggregate's) or min_recall (a join's), not "
                               f"both ({self.source})")
+        if self.period is not None and self.min_recall is None:
+            raise TandemError(f"period is the seconds over which a join's recall is measured: "
+                              f"state it with min_recall ({self.source})")
         try:  # the checks of kslack, worded for where the quality was stated
             check(self.disorder, self.requirement)
         except ValueError as err:
@@ -58,7 +63,8 @@ class Quality:
     @property
     def requirement(self) -> Requirement | Recall | None:
         if self.min_recall is not None:
-            return Recall(self.min_recall)
+            return (Recall(self.min_recall) if self.period is None
+                    else Recall(self.min_recall, period=self.period))
         return None if self.max_error is None else Requirement(self.max_error, self.confidence)
 
     def describe(self) -> str:
@@ -71,7 +77,7 @@ class Quality:
     def to_json(self) -> dict:
         return {"disorder": self.disorder, "max_error": self.max_error,
                 "confidence": self.confidence, "min_recall": self.min_recall,
-                "source": self.source}
+                "period": self.period, "source": self.source}
 
     def overridden(self, *, disorder: str | None = None, max_error: float | None = None,
                    confidence: float | None = None, min_recall: float | None = None,
@@ -87,12 +93,14 @@ class Quality:
         for one, other in (("max_error", "min_recall"), ("min_recall", "max_error")):
             if one in given:
                 keys.pop(other, None)
+        if "max_error" in given:
+            keys.pop("period", None)
         return _quality({**keys, **given}, source)
 
     def _keys(self) -> dict:
         """The keys stated, where a fixed lateness is only the default."""
         stated = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "source"}
-        for key in ("max_error", "min_recall"):
+        for key in ("max_error", "min_recall", "period"):
             if stated[key] is None:
                 del stated[key]
         if self.requirement is None and self.disorder == "fixed":
@@ -103,16 +111,16 @@ class Quality:
 def _quality(keys: dict, source: str) -> Quality:
     """The quality of the keys a query states (module docstring): AM-adt where a requirement
     is, unless a way to size K is stated too."""
-    unknown = set(keys) - {"disorder", "max_error", "confidence", "min_recall"}
+    unknown = set(keys) - {"disorder", "max_error", "confidence", "min_recall", "period"}
     if unknown:
         raise TandemError(f"{source}: unknown quality keys {', '.join(sorted(unknown))}: give "
-                          "max_error, confidence, min_recall or disorder")
+                          "max_error, confidence, min_recall, period or disorder")
     try:
         values = {k: (str(v).strip().strip("'\"").lower() if k == "disorder" else float(v))
                   for k, v in keys.items()}
     except ValueError:
-        raise TandemError(f"{source}: max_error, confidence and min_recall are numbers, such "
-                          "as max_error = 0.01, confidence = 0.95 or min_recall = 0.99") from None
+        raise TandemError(f"{source}: the quality keys but disorder are numbers, such as "
+                          "max_error = 0.01, confidence = 0.95 or min_recall = 0.99") from None
     stated = "max_error" in values or "min_recall" in values
     disorder = values.pop("disorder", "am" if stated else "fixed")
     return Quality(disorder, source=source, **values)

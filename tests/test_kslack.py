@@ -9,8 +9,9 @@ import json
 import numpy as np
 import pytest
 
-from kslack import coverage
+from kslack import coverage, manager
 from kslack.adaptation import PdAdt, am_adt
+from kslack.calibration import instant_recall
 from kslack.delays import after_buffer, arrival_delays, coarse, coarse_micros, histogram
 from kslack.manager import BufferManager, Policy, Recall, Requirement, joins_same_k, same_k
 from kslack.measured import WindowCounts, measured, retrospect
@@ -322,7 +323,7 @@ def test_same_k_is_the_least_k_whose_streams_admitted_shares_meet_the_recall():
         manager = BufferManager(policy, joint=True)
         manager.observe(ts, np.zeros(ts.size, bool))
         managers.append(manager)
-    k, _ = same_k(managers)
+    k, _, _ = same_k(managers)
     delays = [arrival_delays(ts / 1e6) for ts in streams]
 
     def recall(k: float) -> float:
@@ -332,6 +333,70 @@ def test_same_k_is_the_least_k_whose_streams_admitted_shares_meet_the_recall():
     own = max(am_adt(histogram(d), 0.95 ** 0.5, d.max(), coverage.admitted) for d in delays)
     assert k < own  # one K waits less than each stream sized for Γ^{1/2}
     assert joins_same_k([policy, policy]) and not joins_same_k([policy, None])
+
+
+def joined_in_units(streams: list[np.ndarray], policy: Policy, unit: int = 200,
+                    resume_every: int | None = None):
+    """Streams (``ts`` in arrival order, µs) landed in units of ``unit`` tuples and judged in
+    the order Same-K judges them, the stream furthest behind first, each unit against its
+    buffer's watermark, K after each the join's (``same_k``); the managers' state goes through
+    JSON every ``resume_every`` units. Returns each stream's late tuples, K and Γ' per unit."""
+    managers = [BufferManager(policy, joint=True) for _ in streams]
+    late = [np.zeros(ts.size, bool) for ts in streams]
+    taken, ks, targets = [0] * len(streams), [], []
+    while any(taken[i] < ts.size for i, ts in enumerate(streams)):
+        i = min((s for s, ts in enumerate(streams) if taken[s] < ts.size),
+                key=lambda s: (managers[s].high_water is not None, managers[s].high_water or 0))
+        part = slice(taken[i], taken[i] + unit)
+        taken[i] += unit
+        mark = managers[i].mark
+        late[i][part] = False if mark is None else streams[i][part] <= mark
+        managers[i].observe(streams[i][part], late[i][part])
+        k, target, _ = same_k(managers)
+        for m in managers:
+            m.impose(k)
+        ks.append(k)
+        targets.append(target)
+        if resume_every and len(ks) % resume_every == 0:
+            managers = [BufferManager.from_json(policy, json.loads(json.dumps(m.to_json())))
+                        for m in managers]
+            for m in managers:
+                m.joint = True
+    return late, np.array(ks), targets
+
+
+def test_same_k_makes_up_the_last_periods_recall(monkeypatch):
+    """Eq. (4.9): the buffers reach for 2Γ − γ(P_meas), the recall that makes up what the last
+    measurement period produced over or under Γ (``kslack.calibration``). Held to a join
+    simulated apart: each window's results the product of its streams' tuples (EqSel's cross
+    join), γ(P_meas) read every slide over the last 60 windows (Ji's P_meas / L_adt)."""
+    assert instant_recall(0.95, 97, 100) == pytest.approx(0.93)  # a surplus of 2 points
+    assert instant_recall(0.95, 85, 100) == 1.0 and instant_recall(0.95, 0, 0) == 0.95
+    # Where the next period's true results are as many, the two periods meet Γ exactly.
+    assert (97 + 100 * instant_recall(0.95, 97, 100)) / 200 == pytest.approx(0.95)
+    streams = [np.round(disordered(**STREAM) * 1e6).astype(np.int64),
+               np.round(disordered(rate=500, seconds=40.0, late_share=0.5, mean_delay=0.2)
+                        * 1e6).astype(np.int64)]
+    policy = Policy("am", Recall(0.95, period=6.0), **REQUIRED)
+    late, ks, targets = joined_in_units(streams, policy)
+    _, resumed, _ = joined_in_units(streams, policy, resume_every=7)
+    assert (ks == resumed).all()
+    ends = np.arange(1.0, 40.0, REQUIRED["slide"])
+
+    def per_window(ts: np.ndarray) -> np.ndarray:
+        seconds = ts / 1e6
+        return np.array([((seconds >= e - REQUIRED["window"]) & (seconds < e)).sum()
+                         for e in ends])
+
+    true = per_window(streams[0]) * per_window(streams[1])
+    produced = per_window(streams[0][~late[0]]) * per_window(streams[1][~late[1]])
+    periods = [slice(j - 59, j + 1) for j in range(159, ends.size)]  # from the 16th second
+    recall = np.array([produced[p].sum() / true[p].sum() for p in periods])
+    assert np.mean(recall >= 0.95) >= 0.97  # Φ(Γ), Eq. (4.11)
+    assert min(t for t in targets if t is not None) < 0.95  # it spent a surplus
+    monkeypatch.setattr(manager, "instant_recall", lambda requirement, *_: requirement)
+    _, uncalibrated, _ = joined_in_units(streams, policy)
+    assert ks[ks.size // 3:].mean() < 0.95 * uncalibrated[ks.size // 3:].mean()
 
 
 def test_am_adt_sizes_each_join_input_for_its_share_of_the_recall():

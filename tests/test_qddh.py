@@ -62,6 +62,13 @@ def test_a_query_states_its_quality_in_its_sql_or_its_catalog_entry(tmp_path):
     assert recall.overridden(max_error=0.01).requirement == hinted.overridden(
         max_error=0.01, confidence=0.95).requirement
     assert hinted.overridden(min_recall=0.9).min_recall == 0.9
+    # The recall's measurement period (P_meas) is a join's, and goes with its recall.
+    (tmp_path / "p30.sql").write_text("/*+ QUALITY(min_recall = 0.99, period = 30) */ " + sql)
+    over = stated(tmp_path / "p30.sql", catalog)
+    assert over.requirement.period == 30 and "over 30 s" in over.describe()
+    assert recall.requirement.period == 60 and over.overridden(max_error=0.01).period is None
+    with pytest.raises(Exception, match="state it with min_recall"):
+        Quality("am", 0.01, period=30)
     (tmp_path / "both.sql").write_text("/*+ QUALITY(min_recall = 0.9, max_error = 0.1) */ " + sql)
     with pytest.raises(Exception, match="not both"):
         stated(tmp_path / "both.sql", catalog)
