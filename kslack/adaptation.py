@@ -30,12 +30,11 @@ def am_adt(f: np.ndarray, threshold: float, max_delay: float,
     buffer would wait for no tuple). ``covered``: Eq. (4.2) over a window
     (``coverage.expected``), or the share admitted where a late tuple misses every window
     (``coverage.admitted``)."""
-    low, high = 0, int(units(max_delay, granularity, up=False)) + 1  # K past MaxD: enough
     if covered is coverage.admitted:
         # The share admitted is the delays' running sum at K (and the synchronisation
         # buffer's slots): the least K is where it reaches the threshold.
-        reach = int(np.searchsorted(np.cumsum(f), threshold)) - sync_slots
-        return min(max(reach, 0), high) * granularity
+        return least_reaching(np.cumsum(f), threshold, max_delay, granularity, sync_slots)
+    low, high = 0, int(units(max_delay, granularity, up=False)) + 1  # K past MaxD: enough
     # The coverage only grows with K, so the least K is bisected: a few evaluations where a
     # 17-s tail would take 1,700 one granule at a time.
     while low < high:
@@ -45,6 +44,16 @@ def am_adt(f: np.ndarray, threshold: float, max_delay: float,
         else:
             low = middle + 1
     return low * granularity
+
+
+def least_reaching(admitted: np.ndarray, threshold: float, max_delay: float,
+                   granularity: float = GRANULARITY, sync_slots: int = 0) -> float:
+    """The least K, in steps of g, whose share admitted (``admitted[k]``, non-decreasing in
+    the granules k of K plus ``sync_slots``) reaches ``threshold``, or the first K past
+    ``max_delay``, where no tuple waits longer."""
+    high = int(units(max_delay, granularity, up=False)) + 1
+    reach = int(np.searchsorted(admitted, threshold)) - sync_slots
+    return min(max(reach, 0), high) * granularity
 
 
 @dataclass

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kslack.delays import units
 from kslack.measured import WindowCounts
 
 # Ji's Table 4.2: the result-quality measurement period P_meas.
@@ -53,7 +54,7 @@ def period_results(counts: list[WindowCounts], evaluated: float, period: float
     in cross-join results (EqSel: module docstring). ``counts``: each input stream's, over the
     same windows."""
     slide = counts[0].slide
-    last = int(np.floor(evaluated / slide + 1e-9))
+    last = int(units(evaluated, slide, up=False))
     held = min(stream.first for stream in counts)  # none before: a long period costs nothing
     ends = np.arange(max(last - int(round(period / slide)) + 1, held), last + 1)
     produced, true = np.ones(ends.size), np.ones(ends.size)

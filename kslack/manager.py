@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kslack import coverage
-from kslack.adaptation import PdAdt, am_adt
+from kslack.adaptation import PdAdt, am_adt, least_reaching
 from kslack.calibration import PERIOD, instant_recall, period_results
-from kslack.delays import GRANULARITY, coarse_micros, trimmed, units
+from kslack.delays import GRANULARITY, coarse_micros, trimmed
 from kslack.measured import WindowCounts, measured, retrospect
 from kslack.statistics import StatisticsWindow
 
@@ -243,7 +243,9 @@ class BufferManager:
             self.mark = mark if self.mark is None else max(self.mark, mark)
             # Alg. 4.3 reads windows at most the largest delay old, Eq. (4.9) those of a
             # join's measurement period: older counts are done with.
-            kept = max(self.largest, getattr(self.policy.requirement, "period", 0.0))
+            requirement = self.policy.requirement
+            kept = max(self.largest,
+                       requirement.period if isinstance(requirement, Recall) else 0.0)
             self.counts.purge(self.high_water / US - kept - self.policy.slide)
 
     def threshold(self) -> float:
@@ -323,13 +325,12 @@ def same_k(managers: list[BufferManager]) -> tuple[float, float | None, float]:
     size = max(s.size for s in shares)
     product = np.prod([np.pad(s, (0, size - s.size), constant_values=1.0) for s in shares],
                       axis=0)
-    high = int(units(max(m.stats.max_delay() for m in managers), GRANULARITY, up=False)) + 1
     requirement, marks = managers[0].policy.requirement, [m.mark for m in managers]
     target = requirement.min_recall if None in marks else instant_recall(
         requirement.min_recall, *period_results([m.counts for m in managers], min(marks) / US,
                                                 requirement.period))
-    reach = int(np.searchsorted(product, target))
-    return min(reach, high) * GRANULARITY, target, time.perf_counter() - started
+    k = least_reaching(product, target, max(m.stats.max_delay() for m in managers))
+    return k, target, time.perf_counter() - started
 
 
 def _runs(flags: np.ndarray) -> tuple[float, float]:
